@@ -1,0 +1,119 @@
+"""Sessions for the the-loop monorepo: lint, per-package tests, integration, bench, demo.
+
+`nox` with no arguments runs lint, the package x Python matrix and the integration
+tests: that is the project's whole test suite and what `.ci/run` runs.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import nox
+
+ROOT = Path(__file__).parent
+PYTHONS = ["3.10", "3.11", "3.12", "3.13"]
+
+# Each package with the in-repo packages it depends on (installed from local paths,
+# never from an index: these names are not ours on public indexes).
+PACKAGES: dict[str, list[str]] = {
+    "loop-envstate": [],
+    "loop-tmux": [],
+    "loop-dispatch": ["loop-tmux"],
+    "loop-cli": ["loop-envstate", "loop-tmux", "loop-dispatch"],
+}
+
+nox.options.default_venv_backend = "uv|virtualenv"
+nox.options.sessions = ["lint", "tests", "integration"]
+# A missing interpreter is skipped with a message, under CI=true too.
+nox.options.error_on_missing_interpreters = False
+nox.options.reuse_venv = "yes"
+
+
+def _expose_pyenv_interpreters() -> None:
+    """Make every pyenv-installed CPython findable as pythonX.Y on PATH."""
+    if "PYENV_VERSION" in os.environ or not shutil.which("pyenv"):
+        return
+    try:
+        out = subprocess.run(
+            ["pyenv", "versions", "--bare"], capture_output=True, text=True, timeout=20
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return
+    latest: dict[str, str] = {}
+    for version in out.split():
+        parts = version.split(".")
+        if len(parts) == 3 and all(p.isdigit() for p in parts):
+            minor = ".".join(parts[:2])
+            if minor in PYTHONS:
+                latest[minor] = version  # pyenv lists in ascending order
+    if latest:
+        os.environ["PYENV_VERSION"] = ":".join(latest[m] for m in PYTHONS if m in latest)
+
+
+_expose_pyenv_interpreters()
+
+
+def _local(*names: str) -> list[str]:
+    return [str(ROOT / "packages" / name) for name in names]
+
+
+def _install_all(session: nox.Session, extra: str = "") -> None:
+    paths = _local(*PACKAGES)
+    paths[-1] += extra
+    session.install(*paths)
+
+
+@nox.session(python=False)
+def lint(session: nox.Session) -> None:
+    """ruff check and ruff format --check over the whole tree."""
+    ruff = shutil.which("ruff")
+    if ruff is None:
+        session.run("python3", "-m", "pip", "install", "-q", "ruff", external=True)
+        ruff = "ruff"
+    session.run(ruff, "check", ".", external=True)
+    session.run(ruff, "format", "--check", ".", external=True)
+
+
+@nox.session(python=PYTHONS)
+@nox.parametrize("package", list(PACKAGES))
+def tests(session: nox.Session, package: str) -> None:
+    """One package installed alone (plus its in-repo dependencies) into a fresh venv."""
+    session.install(*_local(*PACKAGES[package]), f"{ROOT / 'packages' / package}[test]")
+    session.run(
+        "pytest",
+        str(ROOT / "packages" / package / "tests"),
+        "-q",
+        *session.posargs,
+    )
+
+
+@nox.session(python=None)
+def integration(session: nox.Session) -> None:
+    """End-to-end tests over the installed packages: real tmux, loopback HTTP."""
+    _install_all(session, "[test]")
+    session.install("pytest>=8")
+    # Exit 5 is pytest's "no tests collected": allowed while the suite is empty.
+    session.run("pytest", str(ROOT / "tests-integration"), "-q", *session.posargs, success_codes=[0, 5])
+
+
+@nox.session(python=None)
+def bench(session: nox.Session) -> None:
+    """Benchmarks: every packages/*/benchmarks/bench_*.py, printing medians and growth."""
+    _install_all(session, "[test]")
+    scripts = sorted(ROOT.glob("packages/*/benchmarks/bench_*.py"))
+    wanted = set(session.posargs)
+    for script in scripts:
+        if wanted and script.stem not in wanted:
+            continue
+        session.log(f"== {script.relative_to(ROOT)}")
+        session.run("python", str(script))
+
+
+@nox.session(python=None)
+def demo(session: nox.Session) -> None:
+    """The main job on embedded defaults: `the-loop demo` in a fresh venv."""
+    _install_all(session)
+    session.run("the-loop", "demo", *session.posargs)
