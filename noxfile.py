@@ -29,7 +29,10 @@ nox.options.default_venv_backend = "uv|virtualenv"
 nox.options.sessions = ["lint", "tests", "integration"]
 # A missing interpreter is skipped with a message, under CI=true too.
 nox.options.error_on_missing_interpreters = False
-nox.options.reuse_venv = "yes"
+# Fresh venvs every run, so a dependency a package forgot to declare fails the run.
+nox.options.reuse_venv = "no"
+# uv must use the interpreters on this machine, never try to download one.
+os.environ.setdefault("UV_PYTHON_DOWNLOADS", "never")
 
 
 def _expose_pyenv_interpreters() -> None:
@@ -96,7 +99,9 @@ def integration(session: nox.Session) -> None:
     _install_all(session, "[test]")
     session.install("pytest>=8")
     # Exit 5 is pytest's "no tests collected": allowed while the suite is empty.
-    session.run("pytest", str(ROOT / "tests-integration"), "-q", *session.posargs, success_codes=[0, 5])
+    session.run(
+        "pytest", str(ROOT / "tests-integration"), "-q", *session.posargs, success_codes=[0, 5]
+    )
 
 
 @nox.session(python=None)
