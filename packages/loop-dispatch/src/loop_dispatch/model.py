@@ -1,0 +1,177 @@
+"""Work item references and the events the dispatcher acts on.
+
+A work item is named by a ref string (`github:OWNER/REPO#N` or `local:PROJECT#N`).
+Everything derived from it that reaches tmux (the slug, the session name) must be
+injective and tmux-safe, because two tickets sharing a session name would paste one
+ticket's comments into the other's agent.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from enum import Enum
+
+__all__ = [
+    "Event",
+    "EventKind",
+    "RefError",
+    "WorkItemRef",
+    "comment_delivery_id",
+]
+
+# GitHub: owner is alphanumerics and single interior hyphens (max 39); a repository name
+# is alphanumerics, '.', '_' and '-' (max 100), never '.' or '..'.
+_OWNER_RE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,37}[A-Za-z0-9])?")
+_NAME_RE = re.compile(r"[A-Za-z0-9._-]{1,100}")
+_NUMBER_RE = re.compile(r"[1-9][0-9]{0,17}")
+_GITHUB_RE = re.compile(r"github:([^/#]+)/([^/#]+)#(.+)")
+_LOCAL_RE = re.compile(r"local:([^/#]+)#(.+)")
+
+# '.' is not tmux-safe (tmux rewrites it to '_' in session names), so names are
+# escaped with a prefix-free code over [A-Za-z0-9_-]: '_' -> '__', '.' -> '_d'.
+_ESCAPES = {"_": "__", ".": "_d"}
+
+
+class RefError(ValueError):
+    """A work item ref that is not `github:OWNER/REPO#N` or `local:PROJECT#N`."""
+
+
+def _escape(name: str) -> str:
+    return "".join(_ESCAPES.get(ch, ch) for ch in name)
+
+
+def _check_name(value: str, what: str, text: str) -> None:
+    if not _NAME_RE.fullmatch(value) or value in {".", ".."}:
+        raise RefError(
+            f"invalid work item ref {text!r}: {what} {value!r} must be 1-100 of "
+            "A-Z a-z 0-9 . _ - (and not '.' or '..')"
+        )
+
+
+def _check_number(value: str, text: str) -> int:
+    if not _NUMBER_RE.fullmatch(value):
+        raise RefError(
+            f"invalid work item ref {text!r}: number {value!r} must be a positive integer "
+            "without leading zeros"
+        )
+    return int(value)
+
+
+@dataclass(frozen=True, order=True)
+class WorkItemRef:
+    """One ticket: `github:OWNER/REPO#N` (project = "OWNER/REPO") or `local:PROJECT#N`.
+
+    Build with `parse()`; the constructor validates too, so a ref cannot exist in an
+    invalid form (a hand-edited store row is re-validated when read).
+    """
+
+    source: str  # "github" | "local"
+    project: str  # "OWNER/REPO" for github, "PROJECT" for local
+    number: int
+
+    def __post_init__(self) -> None:
+        if isinstance(self.number, bool) or not isinstance(self.number, int):
+            raise RefError(f"invalid work item number {self.number!r}: must be an int")
+        text = f"{self.source}:{self.project}#{self.number}"
+        if self.number < 1:
+            raise RefError(f"invalid work item ref {text!r}: number must be positive")
+        if self.source == "github":
+            owner, sep, repo = self.project.partition("/")
+            if not sep:
+                raise RefError(f"invalid work item ref {text!r}: expected OWNER/REPO")
+            if not _OWNER_RE.fullmatch(owner):
+                raise RefError(
+                    f"invalid work item ref {text!r}: owner {owner!r} must be 1-39 of "
+                    "A-Z a-z 0-9 and inner '-'"
+                )
+            _check_name(repo, "repository", text)
+        elif self.source == "local":
+            _check_name(self.project, "project", text)
+        else:
+            raise RefError(f"invalid work item ref {text!r}: source must be 'github' or 'local'")
+
+    @classmethod
+    def parse(cls, text: str) -> WorkItemRef:
+        """Parse `github:OWNER/REPO#N` or `local:PROJECT#N`; raise RefError otherwise."""
+        if not isinstance(text, str):
+            raise RefError(f"invalid work item ref {text!r}: not a string")
+        shown = text if len(text) <= 200 else text[:200] + "..."
+        m = _GITHUB_RE.fullmatch(text)
+        if m:
+            number = _check_number(m.group(3), shown)
+            return cls("github", f"{m.group(1)}/{m.group(2)}", number)
+        m = _LOCAL_RE.fullmatch(text)
+        if m:
+            number = _check_number(m.group(2), shown)
+            return cls("local", m.group(1), number)
+        raise RefError(
+            f"invalid work item ref {shown!r}: expected github:OWNER/REPO#N or local:PROJECT#N"
+        )
+
+    def __str__(self) -> str:
+        return f"{self.source}:{self.project}#{self.number}"
+
+    def slug(self) -> str:
+        """Injective, tmux-safe (`[A-Za-z0-9_-]`) name for this ref.
+
+        `gh_OWNER_REPO_N` / `local_PROJECT_N`. An owner never holds '_', N never does,
+        and names are escaped with a prefix-free code, so the parts can be read back
+        unambiguously: `github:a-b/c#1` -> `gh_a-b_c_1`, `github:a/b-c#1` -> `gh_a_b-c_1`.
+        """
+        if self.source == "github":
+            owner, _, repo = self.project.partition("/")
+            return f"gh_{owner}_{_escape(repo)}_{self.number}"
+        return f"local_{_escape(self.project)}_{self.number}"
+
+    def tmux_name(self) -> str:
+        """The tmux session name this item's harness runs in."""
+        return "loop-" + self.slug()
+
+
+class EventKind(str, Enum):
+    """What happened on the work item."""
+
+    COMMENT = "comment"
+    OPENED = "opened"
+    CLOSED = "closed"
+    MANUAL = "manual"
+
+
+@dataclass(frozen=True)
+class Event:
+    """One thing to hand to a work item's session.
+
+    `delivery_id` is the de-duplication key: for comments use `comment_delivery_id` so
+    the poller and the webhook agree on it. `body` is untrusted text: it is framed
+    before pasting and never logged.
+    """
+
+    delivery_id: str
+    work_item: WorkItemRef
+    kind: EventKind
+    actor: str
+    body: str
+    url: str
+    created_at: datetime
+    comment_id: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.delivery_id:
+            raise ValueError("event delivery_id must not be empty")
+        if not isinstance(self.work_item, WorkItemRef):
+            raise TypeError("event work_item must be a WorkItemRef")
+        if not isinstance(self.kind, EventKind):
+            object.__setattr__(self, "kind", EventKind(self.kind))
+        if self.created_at.tzinfo is None or self.created_at.utcoffset() is None:
+            raise ValueError("event created_at must be timezone-aware")
+
+
+def comment_delivery_id(source: str, comment_id: str) -> str:
+    """Delivery id of a comment, from its identity: `comment:<source>:<id>`.
+
+    The poller and the webhook both derive it, so one comment is one delivery however
+    many times, and by whichever path, it is seen.
+    """
+    return f"comment:{source}:{comment_id}"
