@@ -1,0 +1,1 @@
+"""Click commands. Each module is imported only when its command runs (see `lazy.py`)."""

@@ -1,0 +1,90 @@
+"""A click group whose subcommands are imported only when they run.
+
+`the-loop --version` and `--help` must not import pydantic, sqlite or tmux code, so the
+command table maps names to "module:attr" strings plus a short help line, and a module
+is imported only when its command is actually invoked (or asked for its own help).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from typing import Any
+
+import click
+
+from .errors import classify
+
+
+class LazyGroup(click.Group):
+    """`lazy` maps a command name to ("package.module:attr", "short help")."""
+
+    def __init__(self, *args: Any, lazy: dict[str, tuple[str, str]] | None = None, **kw: Any):
+        super().__init__(*args, **kw)
+        self.lazy: dict[str, tuple[str, str]] = dict(lazy or {})
+
+    def _available(self, name: str) -> bool:
+        """A pre-registered command whose module is not installed is hidden, not broken."""
+        module = self.lazy[name][0].partition(":")[0]
+        try:
+            return importlib.util.find_spec(module) is not None
+        except ImportError:
+            return False
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        names = set(super().list_commands(ctx))
+        names.update(n for n in self.lazy if self._available(n))
+        return sorted(names)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.commands:
+            return self.commands[cmd_name]
+        if cmd_name not in self.lazy or not self._available(cmd_name):
+            return None
+        module_name, _, attr = self.lazy[cmd_name][0].partition(":")
+        command = getattr(importlib.import_module(module_name), attr)
+        if not isinstance(command, click.Command):
+            raise TypeError(f"{self.lazy[cmd_name][0]} is not a click command")
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """List commands from the table's help lines, importing nothing."""
+        rows = []
+        for name in self.list_commands(ctx):
+            if name in self.commands:
+                cmd = self.commands[name]
+                if cmd.hidden:
+                    continue
+                rows.append((name, cmd.get_short_help_str(limit=70)))
+            else:
+                rows.append((name, self.lazy[name][1]))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+class CliFailure(click.ClickException):
+    """An expected failure rendered as `Error: ...`, one line per problem."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+    def show(self, file: Any = None) -> None:
+        for line in self.format_message().splitlines() or [""]:
+            click.echo(f"Error: {line}", err=True)
+
+
+class RootGroup(LazyGroup):
+    """The top-level group: the one place expected failures become `Error:` lines."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except Exception as exc:
+            code = classify(exc)
+            if code is None:
+                raise
+            raise CliFailure(str(exc) or type(exc).__name__, code) from None
