@@ -1,0 +1,112 @@
+"""The launcher: hand an env file to a program without a value on any command line.
+
+the-loop starts every tmux pane as ``loop-envstate exec FILE --set NAME=VALUE -- CMD``.
+The file's values travel only through this process's memory into exec(), so they never
+appear in tmux's argv, in tmux's global environment, or in ``ps`` output.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from loop_envstate.envfile import is_valid_name
+
+TYPE_CHECKING = False  # not typing's: importing typing costs ~7 ms at start-up
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+    from typing import NoReturn
+
+SCRIPT = "loop-envstate"
+EXIT_NOT_FOUND = 127
+"""CMD could not be found (the shell's and env(1)'s convention)."""
+EXIT_CANNOT_RUN = 126
+"""CMD was found but could not be executed."""
+
+
+class LaunchError(Exception):
+    """exec() failed; ``code`` is the exit status to leave with (126 or 127)."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def launcher_argv(
+    file: str | os.PathLike[str],
+    sets: Mapping[str, str],
+    argv: Sequence[str],
+    python: str = sys.executable,
+) -> list[str]:
+    """The command line that runs ``argv`` under the launcher with ``file`` and ``sets``.
+
+    ``sets`` are the caller's own, non-secret names (they are visible in ``ps`` until
+    the exec). The launcher is the console script installed beside ``python`` (same
+    environment, so the same version), else the one on PATH, else ``python -m
+    loop_envstate``, which works wherever this package is importable.
+    """
+    if not argv:
+        raise ValueError("launcher_argv needs a command to run")
+    for name in sets:
+        if not is_valid_name(name):
+            raise ValueError(f"not a usable environment variable name: {name!r}")
+    command = [*_launcher_prefix(python), "exec", os.fspath(file)]
+    for name, value in sets.items():
+        command += ["--set", f"{name}={value}"]
+    return [*command, "--", *argv]
+
+
+def _launcher_prefix(python: str) -> list[str]:
+    import shutil
+
+    beside = os.path.join(os.path.dirname(python), SCRIPT)
+    if os.path.isfile(beside) and os.access(beside, os.X_OK):
+        return [beside]
+    on_path = shutil.which(SCRIPT)
+    if on_path:
+        return [on_path]
+    return [python, "-m", "loop_envstate"]
+
+
+def parse_set(argument: str) -> tuple[str, str]:
+    """Split one ``--set NAME=VALUE``; the error never repeats the argument (a value)."""
+    name, sep, value = argument.partition("=")
+    if not sep or not is_valid_name(name):
+        raise ValueError("--set needs NAME=VALUE with a usable name")
+    return name, value
+
+
+def layered(
+    inherited: Mapping[str, str], file_values: Mapping[str, str], sets: Mapping[str, str]
+) -> dict[str, str]:
+    """Inherited environment < file values < ``--set`` values.
+
+    The caller's own names come last so a hand-edited file cannot redefine them.
+    """
+    env = dict(inherited)
+    env.update(file_values)
+    env.update(sets)
+    return env
+
+
+def exec_program(argv: Sequence[str], env: Mapping[str, str]) -> NoReturn:
+    """Replace this process with argv (same pid), looked up on the new env's PATH.
+
+    Only returns by raising LaunchError; the message names the program, never its
+    arguments (a harness's prompt rides there).
+    """
+    program = argv[0]
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execvpe(program, list(argv), dict(env))  # noqa: S606 -- exec without a shell is the point
+    except FileNotFoundError:
+        raise LaunchError(EXIT_NOT_FOUND, f"command not found: {program}") from None
+    except PermissionError:
+        raise LaunchError(EXIT_CANNOT_RUN, f"cannot run {program}: permission denied") from None
+    except OSError as err:
+        reason = err.strerror or type(err).__name__
+        raise LaunchError(EXIT_CANNOT_RUN, f"cannot run {program}: {reason}") from None
+    except ValueError:
+        raise LaunchError(EXIT_CANNOT_RUN, f"cannot run {program}: invalid argument") from None
