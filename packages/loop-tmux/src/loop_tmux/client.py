@@ -1,0 +1,449 @@
+"""The Tmux client: tri-state probes, collision-safe spawn, respawn, delivery, fleet reads."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import time
+import uuid
+import warnings
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+
+from . import commands, names, paste, runner, versions
+from .errors import TmuxCapabilityWarning, TmuxUnavailable
+from .presence import Presence
+from .results import DeliverResult, Pane, RespawnResult, SpawnOutcome, SpawnResult
+
+_PANE_FORMAT = "#{pane_id}\t#{pane_pid}\t#{pane_dead}\t#{pane_current_command}\t#{session_name}"
+_DEAD_MARK = "loop-tmux:pane-dead"
+_POLL = 0.05
+
+
+class Tmux:
+    """A client for one tmux server, fixed at construction (default, ``-L`` or ``-S``).
+
+    Every method runs tmux with a timeout; ``probe_timeout`` bounds liveness reads,
+    ``timeout`` everything else, and each call may override them.
+    """
+
+    def __init__(
+        self,
+        binary: str = "tmux",
+        socket_name: str | None = None,
+        socket_path: str | os.PathLike[str] | None = None,
+        *,
+        timeout: float = 10.0,
+        probe_timeout: float = 3.0,
+        config_file: str | os.PathLike[str] | None = None,
+        width: int | None = None,
+        height: int | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        if socket_name is not None and socket_path is not None:
+            raise ValueError("give socket_name or socket_path, not both")
+        self.binary = binary
+        self.socket_name = socket_name
+        self.socket_path = None if socket_path is None else os.fspath(socket_path)
+        self.timeout = timeout
+        self.probe_timeout = probe_timeout
+        self.width = width
+        self.height = height
+        self._sleep = sleep
+        self._base = [binary]
+        if socket_name is not None:
+            self._base += ["-L", socket_name]
+        if self.socket_path is not None:
+            self._base += ["-S", self.socket_path]
+        if config_file is not None:
+            self._base += ["-f", os.fspath(config_file)]
+        self._version: tuple[int, int] | None = None
+        self._version_known = False
+        self._warned: set[str] = set()
+        self._buffers = itertools.count()
+
+    def __repr__(self) -> str:
+        where = self.socket_name or self.socket_path or "default"
+        return f"Tmux(binary={self.binary!r}, server={where!r})"
+
+    # -- plumbing -------------------------------------------------------------------
+
+    def _run(
+        self, args: Sequence[str], timeout: float | None = None, stdin: bytes | None = None
+    ) -> runner.Answer:
+        return runner.run([*self._base, *args], self.timeout if timeout is None else timeout, stdin)
+
+    def version(self) -> tuple[int, int] | None:
+        """(major, minor) of the tmux binary, read once per client; None if unknown."""
+        if not self._version_known:
+            answer = runner.run([self.binary, "-V"], self.probe_timeout)
+            if answer.ok:
+                self._version = versions.parse_version(answer.stdout)
+                self._version_known = True
+        return self._version
+
+    def _env_flags(self, env: Mapping[str, str] | None, verb: str) -> list[str]:
+        """``-e`` flags when this tmux has them for ``verb``; else warn once and drop env."""
+        flags = commands.env_flags(env)
+        if not flags:
+            return []
+        needed = versions.NEW_SESSION_ENV if verb == "new-session" else versions.RESPAWN_PANE_ENV
+        version = self.version()
+        if versions.supports(version, needed):
+            return flags
+        if verb not in self._warned:
+            self._warned.add(verb)
+            have = ".".join(map(str, version)) if version else "unknown"
+            want = ".".join(map(str, needed))
+            warnings.warn(
+                f"tmux {have} has no {verb} -e (needs {want}); "
+                f"starting without the {len(flags) // 2} environment entries",
+                TmuxCapabilityWarning,
+                stacklevel=3,
+            )
+        return []
+
+    # -- reads ----------------------------------------------------------------------
+
+    def _probe(self, name: str, timeout: float | None = None) -> tuple[Presence, str | None]:
+        answer = self._run(
+            ["list-panes", "-s", "-t", names.pane_target(name), "-F", "#{pane_dead}"],
+            self.probe_timeout if timeout is None else timeout,
+        )
+        if answer.ok:
+            flags = answer.stdout.split()
+            if "0" in flags:
+                return Presence.LIVE, None
+            if flags and all(flag == "1" for flag in flags):
+                return Presence.DEAD, None
+            return Presence.UNKNOWN, f"unexpected list-panes output {answer.stdout[:80]!r}"
+        if runner.says_absent(answer):
+            return Presence.ABSENT, answer.error
+        return Presence.UNKNOWN, answer.error
+
+    def probe(self, name: str, *, timeout: float | None = None) -> Presence:
+        """ABSENT, DEAD, LIVE or UNKNOWN; silence is UNKNOWN, never ABSENT (AC1)."""
+        return self._probe(name, timeout)[0]
+
+    def panes(self, *, timeout: float | None = None) -> list[Pane]:
+        """Every pane of the server in ONE tmux call; [] when no server runs."""
+        answer = self._run(["list-panes", "-a", "-F", _PANE_FORMAT], timeout)
+        if not answer.ok:
+            if runner.says_absent(answer):
+                return []
+            raise TmuxUnavailable(answer.error)
+        result = []
+        for line in answer.stdout.splitlines():
+            fields = line.split("\t", 4)
+            if len(fields) != 5:
+                continue
+            pane_id, pid, dead, command, session = fields
+            result.append(
+                Pane(
+                    session=session,
+                    pane_id=pane_id,
+                    pid=int(pid) if pid.isdigit() else 0,
+                    dead=dead == "1",
+                    command=command,
+                )
+            )
+        return result
+
+    def pane_pids(self, name: str, *, timeout: float | None = None) -> list[int]:
+        """Pids of the session's live panes (pid > 0); [] when the session is absent.
+
+        Raises TmuxUnavailable when tmux does not answer: "no pids" would be a lie.
+        """
+        answer = self._run(
+            ["list-panes", "-s", "-t", names.pane_target(name), "-F", "#{pane_dead} #{pane_pid}"],
+            self.probe_timeout if timeout is None else timeout,
+        )
+        if not answer.ok:
+            if runner.says_absent(answer):
+                return []
+            raise TmuxUnavailable(answer.error)
+        pids = []
+        for line in answer.stdout.splitlines():
+            dead, _, pid = line.partition(" ")
+            if dead == "0" and pid.isdigit() and int(pid) > 0:
+                pids.append(int(pid))
+        return pids
+
+    def survivors(
+        self,
+        names_: Iterable[str],
+        delay: float = 1.0,
+        *,
+        sleep: Callable[[float], None] | None = None,
+    ) -> dict[str, bool]:
+        """For each name: is a pane of it still running after ``delay``?
+
+        One wait and one ``panes()`` read for the whole fleet. Raises TmuxUnavailable
+        when tmux does not answer (a "did not survive" verdict from silence would
+        trigger a needless relaunch).
+        """
+        wanted = [names.check_name(n) for n in names_]
+        (sleep or self._sleep)(delay)
+        live = {pane.session for pane in self.panes() if not pane.dead and pane.pid > 0}
+        return {name: name in live for name in wanted}
+
+    def survived(
+        self, name: str, delay: float = 1.0, *, sleep: Callable[[float], None] | None = None
+    ) -> bool:
+        """Is the session's pane still running after ``delay``? (survivors of one)."""
+        return self.survivors([name], delay, sleep=sleep)[name]
+
+    # -- actions --------------------------------------------------------------------
+
+    def kill(self, name: str, *, timeout: float | None = None) -> bool:
+        """kill-session on the exact name; True when tmux says it is gone (or was).
+
+        tmux's word is not verified here; spawn verifies its clears with a probe.
+        """
+        answer = self._run(["kill-session", "-t", names.session_target(name)], timeout)
+        return answer.ok or runner.says_absent(answer)
+
+    def _clear(self, name: str) -> tuple[Presence, str | None]:
+        """Kill a DEAD occupant and report what a fresh probe sees afterwards."""
+        answer = self._run(["kill-session", "-t", names.session_target(name)])
+        presence, why = self._probe(name)
+        if presence is not Presence.ABSENT and not answer.ok and not runner.says_absent(answer):
+            why = answer.error
+        return presence, why
+
+    def _new_session(
+        self, name: str, argv: Sequence[str], cwd: str, env_flags: list[str]
+    ) -> runner.Answer:
+        size: list[str] = []
+        if self.width:
+            size += ["-x", str(self.width)]
+        if self.height:
+            size += ["-y", str(self.height)]
+        new = ["new-session", "-d", "-s", name, "-c", commands.directory_arg(cwd)]
+        new += ["-P", "-F", "#{pane_pid}", *size, *env_flags, "--", *commands.program_args(argv)]
+        # remain-on-exit is set in the same command queue as new-session: the server
+        # handles the child's exit only between queue runs, so even a program that exits
+        # at once leaves a DEAD pane rather than no session.
+        keep = ["set-option", "-w", "-t", names.pane_target(name), "remain-on-exit", "on"]
+        return self._run(commands.chain(new, keep))
+
+    @staticmethod
+    def _spawned(answer: runner.Answer, cleared: bool) -> SpawnResult:
+        first = answer.stdout.split()
+        pid = int(first[0]) if first and first[0].isdigit() else None
+        return SpawnResult(SpawnOutcome.SPAWNED, None, cleared=cleared, pid=pid)
+
+    def _clear_for_spawn(self, name: str) -> SpawnResult | None:
+        """Clear a DEAD occupant; None when cleared, else the result to return."""
+        after, why = self._clear(name)
+        if after is Presence.ABSENT:
+            return None
+        if after is Presence.LIVE:
+            return SpawnResult(SpawnOutcome.OCCUPIED_LIVE, f"session {name} is live")
+        return SpawnResult(
+            SpawnOutcome.OCCUPIED_UNCLEARABLE,
+            f"session {name} could not be cleared (probe after kill: {after.value}"
+            + (f"; {why})" if why else ")"),
+        )
+
+    def spawn(
+        self,
+        name: str,
+        argv: Sequence[str],
+        cwd: str | os.PathLike[str],
+        env: Mapping[str, str] | None = None,
+    ) -> SpawnResult:
+        """Start ``argv`` in a new detached session ``name``, never over a live one.
+
+        LIVE occupant: occupied-live, untouched (AC3). DEAD occupant: killed, the kill
+        verified by a probe, else occupied-unclearable (AC4). ``duplicate session`` from
+        new-session: one re-probe and at most one clear-and-retry (AC5). UNKNOWN
+        pre-flight: failed, nothing killed.
+        """
+        names.check_name(name)
+        program = commands.program_args(argv)
+        directory = os.fspath(cwd)
+        flags = self._env_flags(env, "new-session")
+        if not Path(directory).is_dir():
+            return SpawnResult(SpawnOutcome.FAILED, f"working directory {directory} does not exist")
+
+        presence, why = self._probe(name)
+        if presence is Presence.UNKNOWN:
+            reason = f"pre-flight probe of {name} got no answer ({why}); nothing killed"
+            return SpawnResult(SpawnOutcome.FAILED, reason)
+        if presence is Presence.LIVE:
+            return SpawnResult(SpawnOutcome.OCCUPIED_LIVE, f"session {name} is live")
+        cleared = False
+        if presence is Presence.DEAD:
+            refusal = self._clear_for_spawn(name)
+            if refusal is not None:
+                return refusal
+            cleared = True
+
+        answer = self._new_session(name, program, directory, flags)
+        if answer.ok:
+            return self._spawned(answer, cleared)
+        if not answer.answered:
+            return SpawnResult(
+                SpawnOutcome.FAILED, f"{answer.error} (new-session: the session may exist)"
+            )
+        if "duplicate session" not in answer.stderr:
+            return SpawnResult(SpawnOutcome.FAILED, answer.error)
+
+        # The pre-flight missed an occupant: decide once from tmux's own answer.
+        presence, why = self._probe(name)
+        if presence is Presence.LIVE:
+            return SpawnResult(SpawnOutcome.OCCUPIED_LIVE, f"session {name} is live")
+        if presence is Presence.UNKNOWN:
+            return SpawnResult(
+                SpawnOutcome.OCCUPIED_UNCLEARABLE,
+                f"duplicate session {name}, and the re-probe got no answer ({why})",
+            )
+        if presence is Presence.DEAD:
+            refusal = self._clear_for_spawn(name)
+            if refusal is not None:
+                return refusal
+            cleared = True
+        retry = self._new_session(name, program, directory, flags)
+        if retry.ok:
+            return self._spawned(retry, cleared)
+        if "duplicate session" in retry.stderr:
+            return SpawnResult(
+                SpawnOutcome.OCCUPIED_UNCLEARABLE,
+                f"duplicate session {name} again after one clear-and-retry",
+            )
+        return SpawnResult(SpawnOutcome.FAILED, retry.error)
+
+    def respawn(
+        self,
+        name: str,
+        argv: Sequence[str],
+        cwd: str | os.PathLike[str],
+        env: Mapping[str, str] | None = None,
+    ) -> RespawnResult:
+        """Replace the program in the session's pane (``respawn-pane -k``) in place.
+
+        The session keeps its name, window and attached clients; the pane's scrollback
+        does NOT survive (tmux clears the pane's screen and history on respawn).
+        """
+        names.check_name(name)
+        program = commands.program_args(argv)
+        directory = os.fspath(cwd)
+        flags = self._env_flags(env, "respawn-pane")
+        if not Path(directory).is_dir():
+            return RespawnResult(False, f"working directory {directory} does not exist")
+        answer = self._run(
+            commands.chain(
+                [
+                    "respawn-pane",
+                    "-k",
+                    "-t",
+                    names.pane_target(name),
+                    "-c",
+                    commands.directory_arg(directory),
+                    *flags,
+                    "--",
+                    *program,
+                ]
+            )
+        )
+        if answer.ok:
+            return RespawnResult(True)
+        return RespawnResult(False, answer.error, session_missing=runner.says_absent(answer))
+
+    def deliver(self, name: str, text: str, *, timeout: float | None = None) -> DeliverResult:
+        """Paste ``text`` as a bracketed paste into the session's pane, then press Enter.
+
+        One tmux process: the text is loaded from stdin into a uniquely named buffer,
+        and a server-side ``if-shell -F '#{pane_dead}'`` pastes (and deletes the buffer)
+        only into a live pane: tmux 3.3a crashes the whole server when pasting into a
+        dead pane. ``session_missing`` only on a definite ABSENT/DEAD (AC2).
+        """
+        target = names.pane_target(name)
+        data = paste.encode(text)
+        buffer = f"loop-tmux-{os.getpid()}-{next(self._buffers)}-{uuid.uuid4().hex[:8]}"
+        send = ["send-keys", "-t", target, "Enter"]
+        if data:
+            live = f"paste-buffer -p -r -d -b {buffer} -t {target} ; send-keys -t {target} Enter"
+            dead = f"display-message -p {_DEAD_MARK} ; delete-buffer -b {buffer}"
+            parts = [
+                ["has-session", "-t", names.session_target(name)],
+                ["load-buffer", "-b", buffer, "-"],
+                ["if-shell", "-F", "-t", target, "#{pane_dead}", dead, live],
+            ]
+        else:
+            live = " ".join(send)
+            dead = f"display-message -p {_DEAD_MARK}"
+            parts = [["if-shell", "-F", "-t", target, "#{pane_dead}", dead, live]]
+        answer = self._run(commands.chain(*parts), timeout, stdin=data)
+        if answer.ok:
+            if _DEAD_MARK in answer.stdout:
+                return DeliverResult(False, True, f"session {name} is dead")
+            return DeliverResult(True)
+        if data and answer.answered:
+            # The buffer may be left loaded if the session vanished mid-command.
+            self._run(["delete-buffer", "-b", buffer], self.probe_timeout)
+        if runner.says_absent(answer):
+            return DeliverResult(False, True, answer.error)
+        return DeliverResult(False, False, answer.error)
+
+    def terminate(self, name: str, grace: float = 5.0) -> bool:
+        """SIGTERM the pane's live programs, SIGKILL what outlives ``grace``; keep the pane.
+
+        Each pane pid is signalled as a process group when it leads one (tmux starts every
+        pane program as a session leader, so its non-daemonised children go too), else
+        alone. remain-on-exit keeps the pane and its scrollback. Returns True when no live
+        pid remains; False when tmux did not answer or something survived SIGKILL.
+        """
+        if not isinstance(name, str) or not names.TERMINATE_NAME_RE.match(name):
+            raise ValueError(f"refusing to terminate {name!r}: not a loop-* session name")
+        try:
+            pids = self.pane_pids(name)
+        except TmuxUnavailable:
+            return False
+        if not pids:
+            return True
+        for pid in pids:
+            _signal(pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and any(_running(pid) for pid in pids):
+            self._sleep(_POLL)
+        for pid in pids:
+            if _running(pid):
+                _signal(pid, signal.SIGKILL)
+        deadline = time.monotonic() + min(2.0, self.timeout)
+        while time.monotonic() < deadline:
+            try:
+                if not self.pane_pids(name):
+                    return True
+            except TmuxUnavailable:
+                return False
+            self._sleep(_POLL)
+        return False
+
+
+def _signal(pid: int, signum: signal.Signals) -> None:
+    """Signal the pid's process group if it leads one, else the pid; ignore the gone."""
+    try:
+        if os.getpgid(pid) == pid:
+            os.killpg(pid, signum)
+        else:
+            os.kill(pid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _running(pid: int) -> bool:
+    """Whether pid exists and is not a zombie (tmux reaps its panes asynchronously)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rpartition(")")[2].split()[:1] != ["Z"]

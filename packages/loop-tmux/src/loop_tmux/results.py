@@ -1,0 +1,62 @@
+"""Result values of the Tmux client's actions: plain data, no behaviour."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+class SpawnOutcome(str, Enum):
+    """What spawn did. The values are stable strings other packages record."""
+
+    SPAWNED = "spawned"
+    OCCUPIED_LIVE = "occupied-live"
+    OCCUPIED_UNCLEARABLE = "occupied-unclearable"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class SpawnResult:
+    """spawn's answer; ``error`` carries tmux's own text or the reason, never a value."""
+
+    outcome: SpawnOutcome
+    error: str | None = None
+    cleared: bool = False  # a DEAD occupant was killed (and the kill verified) first
+    pid: int | None = None  # the new pane's pid when spawned
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome is SpawnOutcome.SPAWNED
+
+
+@dataclass(frozen=True)
+class RespawnResult:
+    """respawn's answer. ``session_missing`` only when tmux said the session is gone."""
+
+    ok: bool
+    error: str | None = None
+    session_missing: bool = False
+
+
+@dataclass(frozen=True)
+class DeliverResult:
+    """deliver's answer.
+
+    ``session_missing`` is True only on a definite ABSENT or DEAD; a tmux that did not
+    answer gives ok=False, session_missing=False (a transient fault, seed 002 AC2).
+    """
+
+    ok: bool
+    session_missing: bool = False
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Pane:
+    """One pane of the server, as one line of ``list-panes -a`` describes it."""
+
+    session: str
+    pane_id: str
+    pid: int
+    dead: bool
+    command: str

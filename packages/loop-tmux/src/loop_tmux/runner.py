@@ -1,0 +1,94 @@
+"""Running one tmux command line and reading what came back.
+
+Kept apart from the client so the classification of tmux's answers (which decides
+ABSENT versus UNKNOWN) is one small, testable table.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+# tmux's own texts (3.3a; older spellings kept) meaning "there is no such session".
+_ABSENT_TEXTS = (
+    "no server running on",
+    "can't find session",
+    "no such session",
+    "session not found",
+)
+# A socket that is not there, or that nothing listens on, is a server that is not there.
+# Other connect errors (EACCES, ...) say nothing about the session: UNKNOWN.
+_CONNECT_ABSENT = re.compile(
+    r"(error connecting to|failed to connect to server).*"
+    r"(No such file or directory|Connection refused)"
+)
+_STRIPPED_ENV = ("TMUX", "TMUX_PANE")
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One tmux invocation's outcome. ``returncode`` is None when tmux did not answer."""
+
+    returncode: int | None
+    stdout: str = ""
+    stderr: str = ""
+    reason: str | None = None  # why there was no answer
+
+    @property
+    def answered(self) -> bool:
+        return self.returncode is not None
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+    @property
+    def error(self) -> str:
+        """A one-line description: tmux's own stderr, or why it did not answer."""
+        if self.reason is not None:
+            return self.reason
+        text = " ".join(self.stderr.split())
+        return text or f"tmux exited with status {self.returncode}"
+
+
+def says_absent(answer: Answer) -> bool:
+    """Whether tmux's answer is a definite "no such session / no server"."""
+    if not answer.answered or answer.ok:
+        return False
+    text = answer.stderr
+    return any(marker in text for marker in _ABSENT_TEXTS) or bool(_CONNECT_ABSENT.search(text))
+
+
+def tmux_environ() -> dict[str, str]:
+    """The environment tmux clients run with: ours, minus TMUX and TMUX_PANE.
+
+    With TMUX set, a tmux client without -L/-S talks to the server named there, so the
+    "default server" would depend on where the-loop happens to run.
+    """
+    return {k: v for k, v in os.environ.items() if k not in _STRIPPED_ENV}
+
+
+def run(argv: Sequence[str], timeout: float, stdin: bytes | None = None) -> Answer:
+    """Run a tmux command line; never raises for tmux's failures."""
+    try:
+        done = subprocess.run(
+            list(argv),
+            input=stdin if stdin is not None else None,
+            stdin=None if stdin is not None else subprocess.DEVNULL,
+            capture_output=True,
+            timeout=timeout,
+            env=tmux_environ(),
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return Answer(None, reason=f"tmux did not answer within {timeout:g}s")
+    except OSError as exc:
+        return Answer(None, reason=f"cannot run {argv[0]}: {exc.strerror or exc}")
+    return Answer(
+        done.returncode,
+        done.stdout.decode("utf-8", errors="replace"),
+        done.stderr.decode("utf-8", errors="replace"),
+    )
