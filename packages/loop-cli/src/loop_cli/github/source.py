@@ -1,0 +1,390 @@
+"""`GitHubSource`: the poller's view of GitHub, one cheap cycle at a time.
+
+Per repository and cycle the source sends ONE conditional request when nothing
+happened: the repository's issues updated since a moving window (`state=all`,
+`sort=updated`). Creating a comment, labeling and closing all bump an issue's
+`updated_at`, so an unchanged answer (304, free against the rate limit) proves there is
+nothing new. Only when it changed (and for a settle window after, because GitHub's
+listings lag) does the source list the repository's comments since its cursor with the
+repository-wide endpoint.
+
+Everything the next cycle needs (windows, ETags, the labeled and watched sets) rides
+in the cursor, which dispatch stores only after recording this batch: a crash between
+the two replays the same window instead of skipping it. Windows overlap by `overlap`
+seconds because `since` is inclusive and listings lag; the ledger drops repeats by
+delivery id.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import httpx
+
+from loop_dispatch import Event, EventKind, PollBatch, WorkItemRef, comment_delivery_id
+
+from .client import GitHubClient, GitHubError
+from .parse import (
+    CommentInfo,
+    IssueInfo,
+    ParseError,
+    carries_marker,
+    closed_delivery_id,
+    opened_delivery_id,
+    parse_comment,
+    parse_issue,
+    source_name,
+)
+
+__all__ = ["CURSOR_VERSION", "GitHubSource", "RepoCursor"]
+
+log = logging.getLogger(__name__)
+
+CURSOR_VERSION = 1
+UTC = timezone.utc
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass
+class RepoCursor:
+    """One repository's position. Serialised into the source's cursor string."""
+
+    issues_since: str
+    comments_since: str
+    issues_etag: str | None = None  # valid for exactly `issues_since`
+    comments_etag: str | None = None  # valid for exactly `comments_since`
+    settle_until: str | None = None  # list comments until then even on a 304
+    labeled: list[int] = field(default_factory=list)  # open items carrying the label
+    watched: list[int] = field(default_factory=list)  # labeled or with an active session
+
+    @classmethod
+    def from_json(cls, obj: Any) -> RepoCursor:
+        if not isinstance(obj, dict):
+            raise ValueError("repository cursor is not an object")
+        return cls(
+            issues_since=str(obj["issues_since"]),
+            comments_since=str(obj["comments_since"]),
+            issues_etag=obj.get("issues_etag"),
+            comments_etag=obj.get("comments_etag"),
+            settle_until=obj.get("settle_until"),
+            labeled=[int(n) for n in obj.get("labeled", [])],
+            watched=[int(n) for n in obj.get("watched", [])],
+        )
+
+
+@dataclass
+class _RepoResult:
+    cursor: RepoCursor
+    events: list[Event] = field(default_factory=list)
+    baseline: list[str] = field(default_factory=list)
+
+
+ActiveItems = Callable[[], dict[WorkItemRef, datetime]]
+
+
+class GitHubSource:
+    """The GitHub tracker as a dispatch `Source` (`name`, `poll(cursor)`).
+
+    `store` is dispatch's Store: its registry says which items have an active session
+    (started by `the-loop sessions start REF`), which makes them watched. `clock` gives
+    the current UTC time (the fake GitHub in tests has its own).
+    """
+
+    name = "github"
+
+    def __init__(
+        self,
+        repositories: list[str],
+        token: str,
+        api_url: str,
+        trigger_label: str,
+        authorized_actors: list[str],
+        store: Any,
+        *,
+        client: httpx.Client | None = None,
+        clock: Callable[[], datetime] = _utcnow,
+        overlap: float = 60.0,
+        settle: float = 120.0,
+        github: GitHubClient | None = None,
+        active_items: ActiveItems | None = None,
+    ) -> None:
+        self.repositories = list(repositories)
+        self.trigger_label = trigger_label
+        self.authorized = {actor.lower() for actor in authorized_actors}
+        self.store = store
+        self.github = github or GitHubClient(token, api_url, client=client)
+        self._clock = clock
+        self._overlap = timedelta(seconds=overlap)
+        self._settle = timedelta(seconds=settle)
+        self._active_items = active_items or (lambda: registry_active_items(store))
+        self._own_login: str | None = None
+
+    # ------------------------------------------------------------------ Source
+    def poll(self, cursor: str | None) -> PollBatch:
+        """One cycle over every repository; a failed repository keeps its old cursor."""
+        state, errors = self._load(cursor)
+        batch = PollBatch(events=[], cursor=cursor, baseline=[], errors=errors)
+        try:
+            own = self.own_login()
+        except GitHubError as exc:
+            batch.errors.append(str(exc))
+            return batch
+        try:
+            active = self._active_items()
+        except Exception as exc:  # a busy or damaged store must not kill the cycle
+            batch.errors.append(f"session registry unreadable: {type(exc).__name__}")
+            return batch
+        for repository in self.repositories:
+            previous = state.get(repository)
+            mine = {ref.number: at for ref, at in active.items() if _in_repo(ref, repository)}
+            try:
+                if previous is None:
+                    result = self._first_cycle(repository, own, mine)
+                else:
+                    result = self._cycle(repository, previous, own, mine)
+            except (GitHubError, ParseError) as exc:
+                batch.errors.append(f"{repository}: {exc}")
+                continue
+            state[repository] = result.cursor
+            batch.events.extend(result.events)
+            batch.baseline.extend(result.baseline)
+        batch.events.sort(key=lambda e: e.created_at)
+        batch.cursor = self._dump(state)
+        return batch
+
+    def own_login(self) -> str:
+        """The token's login (`GET /user`, once per source)."""
+        if self._own_login is None:
+            user = self.github.get_json("user")
+            login = user.get("login") if isinstance(user, dict) else None
+            if not isinstance(login, str):
+                raise GitHubError("GitHub GET /user: no login in the answer")
+            self._own_login = login.lower()
+        return self._own_login
+
+    # ------------------------------------------------------------------ cursor
+    def _load(self, cursor: str | None) -> tuple[dict[str, RepoCursor], list[str]]:
+        if not cursor:
+            return {}, []
+        try:
+            obj = json.loads(cursor)
+            if obj.get("v") != CURSOR_VERSION:
+                raise ValueError("unknown cursor version")
+            repos = {name: RepoCursor.from_json(value) for name, value in obj["repos"].items()}
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            # A damaged cursor: start over (the ledger drops what was seen) and say so.
+            return {}, [f"github cursor unreadable ({exc.__class__.__name__}); baselining again"]
+        return repos, []
+
+    def _dump(self, state: dict[str, RepoCursor]) -> str:
+        repos = {name: vars(value) for name, value in sorted(state.items())}
+        return json.dumps({"v": CURSOR_VERSION, "repos": repos}, sort_keys=True)
+
+    # ------------------------------------------------------------------ cycles
+    def _first_cycle(self, repository: str, own: str, active: dict[int, datetime]) -> _RepoResult:
+        """Learn the labeled set; baseline everything already there (nothing is forwarded)."""
+        now = self._clock()
+        since = _iso(now - self._overlap)
+        listing = self.github.list_all(
+            f"repos/{repository}/issues",
+            {"labels": self.trigger_label, "state": "open", "per_page": "100"},
+        )
+        labeled = sorted(parse_issue(obj, "issue").number for obj in listing.items)
+        watched = sorted(set(labeled) | set(active))
+        cursor = RepoCursor(
+            issues_since=since,
+            comments_since=since,
+            settle_until=_iso(now + self._settle),
+            labeled=labeled,
+            watched=watched,
+        )
+        result = _RepoResult(cursor, baseline=[opened_delivery_id(repository, n) for n in labeled])
+        comments = self._comments(repository, cursor, now)
+        result.baseline.extend(
+            comment_delivery_id(source_name(repository), str(c.id))
+            for c in comments
+            if c.issue_number in watched
+        )
+        return result
+
+    def _cycle(
+        self, repository: str, old: RepoCursor, own: str, active: dict[int, datetime]
+    ) -> _RepoResult:
+        now = self._clock()
+        cursor = RepoCursor(**vars(old))
+        cursor.labeled = list(old.labeled)
+        result = _RepoResult(cursor)
+        seen = self._issues(repository, cursor, old, result)
+        changed = seen is not None
+        labeled = set(cursor.labeled)
+        before = set(old.watched)
+        watched = labeled | set(active)
+        new_by_label = (labeled - before) - set(active)
+        new_by_session = {n: at for n, at in active.items() if n not in before}
+        cursor.watched = sorted(watched)
+        if changed or new_by_session:
+            cursor.settle_until = _iso(now + self._settle)
+        settling = cursor.settle_until is not None and cursor.settle_until > _iso(now)
+        if changed or settling:
+            for item in self._comments(repository, cursor, now):
+                self._consider(repository, item, own, watched, new_by_label, new_by_session, result)
+        for number in sorted(new_by_label):
+            issue = (seen or {}).get(number)
+            if issue is not None:
+                result.events.append(self._opened(repository, issue))
+        if not settling:
+            cursor.settle_until = None
+        return result
+
+    def _issues(
+        self, repository: str, cursor: RepoCursor, old: RepoCursor, result: _RepoResult
+    ) -> dict[int, IssueInfo] | None:
+        """The activity probe: the issues updated in the window, None when unchanged (304).
+
+        Updates the labeled set and queues closings of watched items.
+        """
+        seen: dict[int, IssueInfo] = {}
+        listing = self.github.list_all(
+            f"repos/{repository}/issues",
+            {
+                "state": "all",
+                "sort": "updated",
+                "direction": "asc",
+                "since": old.issues_since,
+                "per_page": "100",
+            },
+            etag=old.issues_etag,
+        )
+        if listing.not_modified:
+            return None
+        labeled = set(old.labeled)
+        latest = None
+        for obj in listing.items:
+            issue = parse_issue(obj, "issue")
+            seen[issue.number] = issue
+            latest = issue.updated_at if latest is None else max(latest, issue.updated_at)
+            carries = self.trigger_label in issue.labels
+            if issue.state == "open" and carries:
+                labeled.add(issue.number)
+            else:
+                labeled.discard(issue.number)
+            if issue.state == "closed" and issue.number in old.watched:
+                result.events.append(self._closed(repository, issue))
+        cursor.labeled = sorted(labeled)
+        cursor.issues_since = _advance(old.issues_since, latest, self._overlap)
+        # The ETag proves "nothing new" only for the same window and a single page.
+        same_window = cursor.issues_since == old.issues_since
+        cursor.issues_etag = listing.etag if same_window and listing.pages == 1 else None
+        return seen
+
+    def _comments(self, repository: str, cursor: RepoCursor, now: datetime) -> list[CommentInfo]:
+        """Comments since the cursor (repository-wide, conditional); advances the cursor."""
+        since = cursor.comments_since
+        listing = self.github.list_all(
+            f"repos/{repository}/issues/comments",
+            {"since": since, "sort": "updated", "direction": "asc", "per_page": "100"},
+            etag=cursor.comments_etag,
+        )
+        if listing.not_modified:
+            return []
+        comments = [parse_comment(obj, "comment") for obj in listing.items]
+        latest = max((c.updated_at for c in comments), default=None)
+        cursor.comments_since = _advance(since, latest, self._overlap)
+        same_window = cursor.comments_since == since
+        cursor.comments_etag = listing.etag if same_window and listing.pages == 1 else None
+        return comments
+
+    def _consider(
+        self,
+        repository: str,
+        item: CommentInfo,
+        own: str,
+        watched: set[int],
+        new_by_label: set[int],
+        new_by_session: dict[int, datetime],
+        result: _RepoResult,
+    ) -> None:
+        """A listed comment becomes an event, a baseline id, or nothing."""
+        if item.issue_number not in watched:
+            return
+        delivery = comment_delivery_id(source_name(repository), str(item.id))
+        started = new_by_session.get(item.issue_number)
+        if item.issue_number in new_by_label or (started is not None and item.created_at < started):
+            result.baseline.append(delivery)
+            return
+        if item.author.lower() == own or carries_marker(item.body):
+            return
+        if item.author.lower() not in self.authorized:
+            return
+        result.events.append(
+            Event(
+                delivery_id=delivery,
+                work_item=WorkItemRef("github", repository, item.issue_number),
+                kind=EventKind.COMMENT,
+                actor=item.author,
+                body=item.body,
+                url=item.url,
+                created_at=item.created_at,
+                comment_id=str(item.id),
+            )
+        )
+
+    def _opened(self, repository: str, issue: IssueInfo) -> Event:
+        body = issue.title if not issue.body else f"{issue.title}\n\n{issue.body}"
+        return Event(
+            delivery_id=opened_delivery_id(repository, issue.number),
+            work_item=WorkItemRef("github", repository, issue.number),
+            kind=EventKind.OPENED,
+            actor=issue.author,
+            body=body,
+            url=issue.url,
+            created_at=issue.updated_at,
+        )
+
+    def _closed(self, repository: str, issue: IssueInfo) -> Event:
+        return Event(
+            delivery_id=closed_delivery_id(repository, issue.number, issue.closed_at),
+            work_item=WorkItemRef("github", repository, issue.number),
+            kind=EventKind.CLOSED,
+            actor="",
+            body="",
+            url=issue.url,
+            created_at=issue.closed_at or issue.updated_at,
+        )
+
+
+def _advance(since: str, latest: datetime | None, overlap: timedelta) -> str:
+    """The next window start: latest seen minus the overlap, never moving backwards."""
+    if latest is None:
+        return since
+    candidate = _iso(latest - overlap)
+    return max(since, candidate)
+
+
+def _in_repo(ref: WorkItemRef, repository: str) -> bool:
+    return ref.source == "github" and ref.project.lower() == repository.lower()
+
+
+def registry_active_items(store: Any) -> dict[WorkItemRef, datetime]:
+    """Active sessions in dispatch's registry, with when each started."""
+    if store is None:
+        return {}
+    records: Iterable[Any] = store.registry.list()
+    active: dict[WorkItemRef, datetime] = {}
+    for record in records:
+        status = getattr(record.status, "value", record.status)
+        if status == "active":
+            active[record.work_item] = record.created_at
+    return active

@@ -1,0 +1,372 @@
+"""The fake GitHub: a Starlette app on a real uvicorn loopback port, in a thread."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import socket
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any
+from urllib.parse import urlencode
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+UTC = timezone.utc
+
+
+def iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_iso(text: str) -> datetime:
+    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+
+
+@dataclass
+class FakeIssue:
+    number: int
+    title: str
+    body: str
+    user: str
+    labels: set[str]
+    state: str
+    created_at: datetime
+    updated_at: datetime
+    closed_at: datetime | None = None
+
+
+@dataclass
+class FakeComment:
+    id: int
+    issue_number: int
+    user: str
+    body: str
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass
+class FakeRepo:
+    owner: str
+    name: str
+    issues: dict[int, FakeIssue] = field(default_factory=dict)
+    comments: list[FakeComment] = field(default_factory=list)
+
+
+class FakeGitHub:
+    """State plus a server. Use as a context manager; `api_url` is the root to point at.
+
+    Time is the fake's own clock (`now`, advanced by `tick`), so `since` windows and
+    lag are deterministic; every write bumps the clock by one second like real traffic.
+    """
+
+    def __init__(self, token: str = "test-token", login: str = "the-loop-bot") -> None:
+        self.token = token
+        self.login = login
+        self.now = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
+        self.repos: dict[str, FakeRepo] = {}
+        self.lag_seconds = 0
+        self.rate_limit = 5000
+        self.rate_remaining = 5000
+        self.rate_reset = int(time.time()) + 3600
+        self.retry_after: int | None = None
+        self.faults: list[tuple[str, float]] = []  # ("status", 502) | ("delay", seconds)
+        self.requests: list[tuple[str, str, int]] = []  # (path, query, status)
+        self._lock = threading.Lock()
+        self._next_id = 1000
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self.port = 0
+
+    # ------------------------------------------------------------------ model
+    def tick(self, seconds: float = 1) -> datetime:
+        with self._lock:
+            self.now += timedelta(seconds=seconds)
+            return self.now
+
+    def repo(self, full_name: str) -> FakeRepo:
+        with self._lock:
+            if full_name not in self.repos:
+                owner, name = full_name.split("/")
+                self.repos[full_name] = FakeRepo(owner, name)
+            return self.repos[full_name]
+
+    def open_issue(
+        self,
+        full_name: str,
+        title: str = "a ticket",
+        body: str = "please do it",
+        user: str = "alice",
+        labels: tuple[str, ...] = (),
+    ) -> FakeIssue:
+        repo = self.repo(full_name)
+        at = self.tick()
+        with self._lock:
+            number = len(repo.issues) + 1
+            issue = FakeIssue(number, title, body, user, set(labels), "open", at, at)
+            repo.issues[number] = issue
+            return issue
+
+    def comment(self, full_name: str, number: int, body: str, user: str = "alice") -> FakeComment:
+        repo = self.repo(full_name)
+        at = self.tick()
+        with self._lock:
+            self._next_id += 1
+            item = FakeComment(self._next_id, number, user, body, at, at)
+            repo.comments.append(item)
+            repo.issues[number].updated_at = at
+            return item
+
+    def label(self, full_name: str, number: int, label: str) -> None:
+        repo = self.repo(full_name)
+        at = self.tick()
+        with self._lock:
+            issue = repo.issues[number]
+            issue.labels.add(label)
+            issue.updated_at = at
+
+    def close(self, full_name: str, number: int) -> None:
+        repo = self.repo(full_name)
+        at = self.tick()
+        with self._lock:
+            issue = repo.issues[number]
+            issue.state = "closed"
+            issue.closed_at = at
+            issue.updated_at = at
+
+    def fail_next(self, status: int = 502, count: int = 1) -> None:
+        with self._lock:
+            self.faults.extend([("status", float(status))] * count)
+
+    def delay_next(self, seconds: float, count: int = 1) -> None:
+        with self._lock:
+            self.faults.extend([("delay", seconds)] * count)
+
+    def exhaust(self, retry_after: int | None = None, reset_in: int = 3600) -> None:
+        """Spend the rate limit: the next counted request gets a 403 (like GitHub)."""
+        with self._lock:
+            self.rate_remaining = 0
+            self.rate_reset = int(time.time()) + reset_in
+            self.retry_after = retry_after
+
+    def count(self, path_prefix: str = "") -> int:
+        with self._lock:
+            return sum(1 for path, _, _ in self.requests if path.startswith(path_prefix))
+
+    def statuses(self) -> Counter[int]:
+        with self._lock:
+            return Counter(status for _, _, status in self.requests)
+
+    def reset_log(self) -> None:
+        with self._lock:
+            self.requests.clear()
+
+    # ------------------------------------------------------------------ JSON
+    def _issue_json(self, repo: FakeRepo, issue: FakeIssue) -> dict[str, Any]:
+        base = f"https://github.com/{repo.owner}/{repo.name}"
+        return {
+            "id": 10_000_000 + issue.number,
+            "number": issue.number,
+            "title": issue.title,
+            "body": issue.body,
+            "user": {"login": issue.user},
+            "labels": [{"name": name} for name in sorted(issue.labels)],
+            "state": issue.state,
+            "html_url": f"{base}/issues/{issue.number}",
+            "created_at": iso(issue.created_at),
+            "updated_at": iso(issue.updated_at),
+            "closed_at": iso(issue.closed_at) if issue.closed_at else None,
+        }
+
+    def _comment_json(self, repo: FakeRepo, item: FakeComment) -> dict[str, Any]:
+        api = f"http://127.0.0.1:{self.port}/repos/{repo.owner}/{repo.name}"
+        return {
+            "id": item.id,
+            "user": {"login": item.user},
+            "body": item.body,
+            "created_at": iso(item.created_at),
+            "updated_at": iso(item.updated_at),
+            "html_url": f"https://github.com/{repo.owner}/{repo.name}/issues/"
+            f"{item.issue_number}#issuecomment-{item.id}",
+            "issue_url": f"{api}/issues/{item.issue_number}",
+        }
+
+    # ------------------------------------------------------------------ HTTP
+    async def _endpoint(self, request: Request) -> Response:
+        path = request.url.path
+        query = request.url.query
+        fault = None
+        with self._lock:
+            if self.faults:
+                fault = self.faults.pop(0)
+        if fault is not None and fault[0] == "delay":
+            import anyio
+
+            await anyio.sleep(fault[1])
+        if fault is not None and fault[0] == "status":
+            return self._log(path, query, JSONResponse({"message": "boom"}, int(fault[1])))
+        auth = request.headers.get("authorization", "")
+        if auth not in (f"Bearer {self.token}", f"token {self.token}"):
+            return self._log(path, query, JSONResponse({"message": "Bad credentials"}, 401))
+        with self._lock:
+            limited = self.rate_remaining <= 0
+        if limited:
+            headers = self._rate_headers()
+            if self.retry_after is not None:
+                headers["Retry-After"] = str(self.retry_after)
+            body = {"message": "API rate limit exceeded"}
+            return self._log(path, query, JSONResponse(body, 403, headers=headers))
+        try:
+            payload, link = self._route(request)
+        except LookupError:
+            return self._log(path, query, JSONResponse({"message": "Not Found"}, 404))
+        except ValueError as exc:
+            return self._log(path, query, JSONResponse({"message": str(exc)}, 422))
+        raw = json.dumps(payload, separators=(",", ":")).encode()
+        etag = 'W/"' + hashlib.sha256(raw).hexdigest()[:32] + '"'
+        if etag in _etags(request.headers.get("if-none-match", "")):
+            # Like GitHub: a 304 is free (no decrement) and carries the ETag.
+            return self._log(path, query, Response(status_code=304, headers={"ETag": etag}))
+        with self._lock:
+            self.rate_remaining -= 1
+        headers = self._rate_headers()
+        headers["ETag"] = etag
+        if link:
+            headers["Link"] = link
+        return self._log(
+            path, query, Response(raw, 200, headers=headers, media_type="application/json")
+        )
+
+    def _rate_headers(self) -> dict[str, str]:
+        with self._lock:
+            return {
+                "X-RateLimit-Limit": str(self.rate_limit),
+                "X-RateLimit-Remaining": str(max(0, self.rate_remaining)),
+                "X-RateLimit-Reset": str(self.rate_reset),
+                "X-RateLimit-Used": str(self.rate_limit - max(0, self.rate_remaining)),
+            }
+
+    def _log(self, path: str, query: str, response: Response) -> Response:
+        with self._lock:
+            self.requests.append((path, query, response.status_code))
+        return response
+
+    def _route(self, request: Request) -> tuple[Any, str | None]:
+        parts = [p for p in request.url.path.split("/") if p]
+        params = request.query_params
+        if parts == ["user"]:
+            return {"login": self.login, "id": 1}, None
+        if len(parts) < 4 or parts[0] != "repos" or parts[3] != "issues":
+            raise LookupError(request.url.path)
+        full = f"{parts[1]}/{parts[2]}"
+        with self._lock:
+            repo = self.repos.get(full)
+            if repo is None:
+                raise LookupError(full)
+            visible_before = self.now - timedelta(seconds=self.lag_seconds)
+            if parts[4:] == []:
+                rows = self._list_issues(repo, params)
+            elif parts[4:] == ["comments"]:
+                rows = self._list_comments(repo, params, None, visible_before)
+            elif len(parts) == 6 and parts[5] == "comments":
+                number = int(parts[4])
+                if number not in repo.issues:
+                    raise LookupError(number)
+                rows = self._list_comments(repo, params, number, visible_before)
+            else:
+                raise LookupError(request.url.path)
+        return self._paginate(request, rows)
+
+    def _list_issues(self, repo: FakeRepo, params: Any) -> list[dict[str, Any]]:
+        state = params.get("state", "open")
+        wanted = {x for x in params.get("labels", "").split(",") if x}
+        since = parse_iso(params["since"]) if "since" in params else None
+        issues = [
+            i
+            for i in repo.issues.values()
+            if (state == "all" or i.state == state)
+            and wanted <= i.labels
+            and (since is None or i.updated_at >= since)
+        ]
+        key = "updated_at" if params.get("sort") == "updated" else "created_at"
+        issues.sort(key=lambda i: (getattr(i, key), i.number))
+        if params.get("direction", "desc") == "desc":
+            issues.reverse()
+        return [self._issue_json(repo, i) for i in issues]
+
+    def _list_comments(
+        self, repo: FakeRepo, params: Any, number: int | None, visible_before: datetime
+    ) -> list[dict[str, Any]]:
+        since = parse_iso(params["since"]) if "since" in params else None
+        rows = [
+            c
+            for c in repo.comments
+            if (number is None or c.issue_number == number)
+            and (since is None or c.updated_at >= since)
+            and (self.lag_seconds == 0 or c.created_at <= visible_before)
+        ]
+        key = "updated_at" if params.get("sort") == "updated" else "created_at"
+        rows.sort(key=lambda c: (getattr(c, key), c.id))
+        if params.get("direction", "asc") == "desc":
+            rows.reverse()
+        return [self._comment_json(repo, c) for c in rows]
+
+    def _paginate(self, request: Request, rows: list[dict[str, Any]]) -> tuple[Any, str | None]:
+        params = dict(request.query_params)
+        per_page = min(100, max(1, int(params.get("per_page", "30"))))
+        page = max(1, int(params.get("page", "1")))
+        start = (page - 1) * per_page
+        chunk = rows[start : start + per_page]
+        last = max(1, -(-len(rows) // per_page))
+        links = []
+        base = f"http://127.0.0.1:{self.port}{request.url.path}"
+        if page < last:
+            links.append(f'<{base}?{urlencode({**params, "page": page + 1})}>; rel="next"')
+            links.append(f'<{base}?{urlencode({**params, "page": last})}>; rel="last"')
+        return chunk, ", ".join(links) or None
+
+    def app(self) -> Starlette:
+        return Starlette(
+            routes=[Route("/{path:path}", self._endpoint, methods=["GET"])],
+        )
+
+    # ------------------------------------------------------------------ server
+    def __enter__(self) -> FakeGitHub:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", 0))
+        self.port = sock.getsockname()[1]
+        config = uvicorn.Config(self.app(), log_level="warning", access_log=False, lifespan="off")
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(
+            target=self._server.run, kwargs={"sockets": [sock]}, daemon=True
+        )
+        self._thread.start()
+        deadline = time.monotonic() + 10
+        while not self._server.started:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                raise RuntimeError("fake GitHub did not start")
+            time.sleep(0.01)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    @property
+    def api_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
+def _etags(header: str) -> set[str]:
+    return {part.strip() for part in header.split(",") if part.strip()}
