@@ -1,0 +1,82 @@
+"""`the-loop item ...`: the built-in local tracker."""
+
+from __future__ import annotations
+
+import click
+
+from ._common import echo_json, parse_ref, runtime, table
+
+
+@click.group()
+def item() -> None:
+    """Work items of the built-in local tracker (refs look like local:PROJECT#N)."""
+
+
+def _tracker(ctx: click.Context):
+    from ..tracker import LocalTracker
+
+    return LocalTracker(runtime(ctx).store)
+
+
+@item.command("open")
+@click.argument("title")
+@click.option("--body", default="", help="Longer description, sent with the title.")
+@click.option("--project", default=None, help="Project name (default: loop).")
+@click.option("--author", default=None, help="Who opens it (default: your login).")
+@click.pass_context
+def open_(ctx: click.Context, title: str, body: str, project: str | None, author: str | None):
+    """Open an item; prints its ref. The opening is its first event."""
+    from ..tracker import DEFAULT_PROJECT
+
+    ref = _tracker(ctx).open(title, body, project=project or DEFAULT_PROJECT, author=author)
+    click.echo(str(ref))
+
+
+@item.command("comment")
+@click.argument("ref")
+@click.argument("text")
+@click.option("--author", default=None, help="Who writes it (default: your login).")
+@click.pass_context
+def comment(ctx: click.Context, ref: str, text: str, author: str | None) -> None:
+    """Comment on an item; the poller hands it to the item's session."""
+    seq = _tracker(ctx).comment(parse_ref(ref), text, author=author)
+    click.echo(f"comment {seq} on {ref}")
+
+
+@item.command("close")
+@click.argument("ref")
+@click.pass_context
+def close(ctx: click.Context, ref: str) -> None:
+    """Close an item; the poller then closes its session."""
+    parsed = parse_ref(ref)
+    changed = _tracker(ctx).close(parsed)
+    click.echo(f"closed {parsed}" if changed else f"{parsed} was already closed")
+
+
+@item.command("list")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
+@click.option("--state", type=click.Choice(["open", "closed"]), default=None)
+@click.pass_context
+def list_(ctx: click.Context, fmt: str, state: str | None) -> None:
+    """List items."""
+    items = _tracker(ctx).list(state)  # type: ignore[arg-type]
+    if fmt == "json":
+        echo_json(
+            [
+                {
+                    "ref": str(i.ref),
+                    "title": i.title,
+                    "state": i.state,
+                    "author": i.author,
+                    "createdAt": i.created_at.isoformat(),
+                    "comments": i.comments,
+                }
+                for i in items
+            ]
+        )
+        return
+    if not items:
+        click.echo("no items; open one with: the-loop item open TITLE")
+        return
+    rows = [[str(i.ref), i.state, str(i.comments), i.author, i.title[:60]] for i in items]
+    click.echo(table(rows, ["REF", "STATE", "COMMENTS", "AUTHOR", "TITLE"]))

@@ -1,0 +1,169 @@
+"""Drift, read-only: which running sessions hold an environment other than the file's.
+
+One function, no side effects: `status`, `sessions restart --dry-run` and `env doctor`
+are renderings of its answer. The fleet's panes come from ONE tmux call; each pane pid
+is the harness itself (the launcher execs it), so its environment is read directly.
+An environment that cannot be read is reported as such and never counted as drift:
+"cannot tell" must not send an operator to restart healthy sessions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import TYPE_CHECKING, Any, Protocol
+
+from loop_envstate import compare, fingerprint, process_environ
+
+if TYPE_CHECKING:
+    from loop_dispatch import SessionRecord
+    from loop_envstate import EnvFile
+    from loop_tmux import Pane
+
+EnvironReader = Callable[[int], "Mapping[str, str] | None"]
+
+
+class PaneSource(Protocol):
+    def panes(self) -> list[Pane]: ...
+
+
+class DriftState(str, Enum):
+    CURRENT = "current"
+    STALE = "stale"
+    UNREADABLE = "unreadable"
+    NOT_RUNNING = "not-running"
+
+
+@dataclass(frozen=True)
+class NameDrift:
+    """One differing name: the file's fingerprint and the process's (None: not set)."""
+
+    name: str
+    file: str
+    process: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "file": self.file, "process": self.process}
+
+    def describe(self) -> str:
+        return f"{self.name} (file {self.file}, process {self.process or 'unset'})"
+
+
+@dataclass(frozen=True)
+class DriftRow:
+    """One registered session: its live pane pids and how they compare with the file."""
+
+    ref: str
+    tmux_name: str
+    state: DriftState
+    pids: tuple[int, ...] = ()
+    stale: tuple[NameDrift, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ref": self.ref,
+            "tmuxName": self.tmux_name,
+            "state": self.state.value,
+            "pids": list(self.pids),
+            "stale": [n.to_dict() for n in self.stale],
+        }
+
+
+@dataclass(frozen=True)
+class DriftReport:
+    """Every row, plus the counts `status` prints (running = has a live pane)."""
+
+    rows: tuple[DriftRow, ...]
+    malformed: tuple[int, ...] = ()
+    counts: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def running(self) -> int:
+        return sum(1 for r in self.rows if r.state is not DriftState.NOT_RUNNING)
+
+    @property
+    def stale(self) -> int:
+        return self.counts.get(DriftState.STALE.value, 0)
+
+    def row(self, ref: str) -> DriftRow | None:
+        return next((r for r in self.rows if r.ref == ref), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "registered": len(self.rows),
+            "running": self.running,
+            "counts": dict(self.counts),
+            "malformedLines": list(self.malformed),
+            "sessions": [r.to_dict() for r in self.rows],
+        }
+
+
+def _name_drift(declared: Mapping[str, str], held: Mapping[str, str]) -> tuple[NameDrift, ...]:
+    return tuple(
+        NameDrift(
+            name,
+            fingerprint(declared[name]),
+            fingerprint(held[name]) if name in held else None,
+        )
+        for name in compare(declared, held)
+    )
+
+
+def classify(
+    declared: Mapping[str, str], environments: Iterable[Mapping[str, str] | None]
+) -> tuple[DriftState, tuple[NameDrift, ...]]:
+    """A session's state from what its live pids hold (pure; the heart of drift).
+
+    Any readable pid that differs makes it stale (the differing names merged); else any
+    unreadable pid makes it unreadable; no pid at all means not running.
+    """
+    envs = list(environments)
+    if not envs:
+        return DriftState.NOT_RUNNING, ()
+    differing: dict[str, NameDrift] = {}
+    unreadable = False
+    for env in envs:
+        if env is None:
+            unreadable = True
+            continue
+        for item in _name_drift(declared, env):
+            differing.setdefault(item.name, item)
+    if differing:
+        return DriftState.STALE, tuple(differing[n] for n in sorted(differing))
+    if unreadable:
+        return DriftState.UNREADABLE, ()
+    return DriftState.CURRENT, ()
+
+
+def live_pids(panes: Iterable[Pane]) -> dict[str, tuple[int, ...]]:
+    """Live pane pids by session name, from one `panes()` answer."""
+    out: dict[str, list[int]] = {}
+    for pane in panes:
+        if not pane.dead and pane.pid > 0:
+            out.setdefault(pane.session, []).append(pane.pid)
+    return {name: tuple(pids) for name, pids in out.items()}
+
+
+def environment_drift(
+    records: Iterable[SessionRecord],
+    declared: EnvFile,
+    tmux: PaneSource,
+    *,
+    reader: EnvironReader = process_environ,
+) -> DriftReport:
+    """For every given (active) session: live pids, what they hold, how it compares.
+
+    Reads only: one `tmux.panes()` call (raises TmuxUnavailable when tmux does not
+    answer: "not running" would be a lie) and one environment read per live pid.
+    """
+    by_session = live_pids(tmux.panes())
+    rows: list[DriftRow] = []
+    for record in records:
+        pids = by_session.get(record.tmux_name, ())
+        state, stale = classify(declared.values, (reader(pid) for pid in pids))
+        rows.append(DriftRow(str(record.work_item), record.tmux_name, state, pids, stale))
+    counts = {s.value: 0 for s in DriftState}
+    for row in rows:
+        counts[row.state.value] += 1
+    return DriftReport(tuple(rows), tuple(declared.malformed), counts)

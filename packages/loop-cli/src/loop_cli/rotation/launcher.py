@@ -1,0 +1,88 @@
+"""The env-file launcher hook: every spawn and respawn runs under `loop-envstate exec`.
+
+A value passed as `tmux new-session -e NAME=VALUE` sits on tmux's argv (visible in
+`ps`) and, on some versions, in the server's environment. Instead the pane runs
+`loop-envstate exec FILE --set THE_LOOP_...=... -- <harness argv>`: the launcher reads
+the file at that moment and execs the harness with the values, so they travel only
+through memory, and the pane pid is the harness itself (drift reads it directly).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from loop_envstate.launcher import launcher_argv
+
+if TYPE_CHECKING:
+    from loop_dispatch import LaunchSpec, SessionRecord
+
+    from ..config import Config
+
+WORK_ITEM_VAR = "THE_LOOP_WORK_ITEM"
+CONFIG_VAR = "THE_LOOP_CONFIG"
+OWN_NAMES = (WORK_ITEM_VAR, CONFIG_VAR)
+"""the-loop's own names: applied last (`--set`), so the file can never redefine them."""
+
+
+def own_environment(record: SessionRecord, config_path: Path | None) -> dict[str, str]:
+    """The non-secret names every pane carries: which work item, which config."""
+    env = {WORK_ITEM_VAR: str(record.work_item)}
+    if config_path is not None:
+        env[CONFIG_VAR] = str(config_path)
+    return env
+
+
+@dataclass(frozen=True)
+class EnvFileLauncher:
+    """The `launcher(record, harness_argv) -> LaunchSpec` hook for a configured env file.
+
+    The tmux-level environment it returns is empty: the-loop's own names ride as `--set`
+    so the pane is the same on every tmux version (no `-e` needed) and nothing reaches
+    tmux's global environment.
+    """
+
+    file: Path
+    config_path: Path | None = None
+    python: str | None = None
+
+    def sets(self, record: SessionRecord) -> dict[str, str]:
+        return own_environment(record, self.config_path)
+
+    def argv(self, sets: Mapping[str, str], harness_argv: Sequence[str]) -> list[str]:
+        """`loop-envstate exec FILE --set ... -- harness_argv` (the launcher resolved once)."""
+        if self.python is None:
+            return launcher_argv(self.file, sets, harness_argv)
+        return launcher_argv(self.file, sets, harness_argv, python=self.python)
+
+    def __call__(self, record: SessionRecord, harness_argv: Sequence[str]) -> LaunchSpec:
+        from loop_dispatch import LaunchSpec
+
+        return LaunchSpec(argv=self.argv(self.sets(record), harness_argv), env={})
+
+
+Launcher = Callable[["SessionRecord", Sequence[str]], "LaunchSpec"]
+
+
+def env_file_path(config: Config) -> Path | None:
+    """The configured env file as an absolute path (panes start in other directories)."""
+    file = config.env.file
+    if file is None:
+        return None
+    return Path(os.path.abspath(os.path.expanduser(file)))
+
+
+def build_launcher(config: Config, config_path: Path | None = None) -> EnvFileLauncher | None:
+    """The launcher for this config, or None when `env.file` is unset.
+
+    None means the dispatcher spawns exactly as it always has (its own default argv and
+    env); a configured file changes every spawn and respawn, including the dispatcher's.
+    """
+    file = env_file_path(config)
+    if file is None:
+        return None
+    resolved = Path(os.path.abspath(config_path)) if config_path is not None else None
+    return EnvFileLauncher(file=file, config_path=resolved)

@@ -1,0 +1,158 @@
+"""Everything a command needs, built from the config once and lazily.
+
+A command touches only what it uses: `status` opens the store and asks tmux once;
+`item open` opens the store only. The dispatcher and its launcher are built here and
+nowhere else, so the env-file launcher (env rotation) has exactly one seam:
+`build_launcher`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.util
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from . import __version__
+from .config import Config, HarnessConfig, LoadedConfig
+from .errors import ConfigError
+
+if TYPE_CHECKING:
+    from loop_dispatch import Source, WorkItemRef
+    from loop_dispatch.eventlog import EventLog
+    from loop_dispatch.launch import Launcher
+    from loop_dispatch.store import Store
+    from loop_tmux import Tmux
+
+# The env-rotation engineer's module; when present it supplies the env-file launcher.
+LAUNCHER_MODULE = "loop_cli.rotation.launcher"
+GITHUB_SOURCE_MODULE = "loop_cli.github.source"
+EVENT_SOURCE = "loop-cli"
+
+
+def build_adapter(harness: HarnessConfig) -> Any:
+    """The harness adapter the config describes (generic without argv = the demo agent)."""
+    from loop_dispatch.adapters import ClaudeCodeAdapter, CodexAdapter, GenericAdapter
+
+    if harness.adapter == "claude-code":
+        return ClaudeCodeAdapter(harness.resolved_binary(), harness.extra_args)
+    if harness.adapter == "codex":
+        return CodexAdapter(harness.resolved_binary(), harness.extra_args)
+    fresh, resume = harness.generic_argv()
+    return GenericAdapter(fresh, resume)
+
+
+def build_launcher(config: Config) -> Launcher:
+    """THE launcher seam: the env-file launcher when `loop_cli.rotation.launcher` exists
+    and wants to wrap (it returns None when no env.file is configured), else dispatch's
+    default launcher."""
+    from loop_dispatch.launch import default_launcher
+
+    if importlib.util.find_spec(LAUNCHER_MODULE) is not None:
+        module = importlib.import_module(LAUNCHER_MODULE)
+        launcher = module.build_launcher(config)
+        if launcher is not None:
+            return launcher
+    return default_launcher
+
+
+def build_source(config: Config, store: Store) -> Source:
+    """The tracker the poller reads: the local tracker, or GitHub."""
+    if config.tracker == "local":
+        from .tracker import LocalSource
+
+        return LocalSource(store)
+    import os
+
+    token = os.environ.get(config.github.token_env)
+    if not token:
+        raise ConfigError(
+            [
+                f"tracker github: the token variable github.tokenEnv={config.github.token_env} "
+                "is not set in this environment"
+            ]
+        )
+    if not config.github.repositories:
+        raise ConfigError(["tracker github: github.repositories lists no repository"])
+    module = importlib.import_module(GITHUB_SOURCE_MODULE)
+    return module.GitHubSource(
+        repositories=list(config.github.repositories),
+        token=token,
+        api_url=config.github.api_url,
+        trigger_label=config.github.trigger_label,
+        authorized_actors=list(config.authorized_actors),
+        store=store,
+    )
+
+
+class Runtime:
+    """The objects of one the-loop process, each built on first use."""
+
+    version = __version__
+
+    def __init__(self, loaded: LoadedConfig) -> None:
+        self.loaded = loaded
+        self.config: Config = loaded.config
+        self.state_dir: Path = self.config.effective_state_dir()
+        self.lock_dir: Path = self.state_dir / "locks"
+        self._opened: list[Any] = []
+
+    @cached_property
+    def store(self) -> Store:
+        from loop_dispatch.store import Store
+
+        store = Store.open(self.state_dir)
+        self._opened.append(store)
+        return store
+
+    @cached_property
+    def event_log(self) -> EventLog:
+        from loop_dispatch.eventlog import EventLog
+
+        cfg = self.config.event_log
+        return EventLog(self.config.event_log_path(), max_bytes=cfg.max_bytes, backups=cfg.backups)
+
+    @cached_property
+    def tmux(self) -> Tmux:
+        from loop_tmux import Tmux
+
+        return Tmux(socket_name=self.config.routing.tmux_socket)
+
+    @cached_property
+    def adapter(self) -> Any:
+        return build_adapter(self.config.harness)
+
+    @cached_property
+    def launcher(self) -> Launcher:
+        return build_launcher(self.config)
+
+    def cwd_for(self, ref: WorkItemRef) -> Path:
+        return self.config.cwd_for_project(ref.project)
+
+    @cached_property
+    def dispatcher(self) -> Any:
+        from loop_dispatch.dispatcher import Dispatcher
+
+        return Dispatcher(
+            store=self.store,
+            tmux=self.tmux,
+            adapter=self.adapter,
+            event_log=self.event_log,
+            lock_dir=self.lock_dir,
+            cwd_for=self.cwd_for,
+            version=self.version,
+            launcher=self.launcher,
+            kill_harness_on_close=self.config.sessions.kill_harness_on_close,
+        )
+
+    def source(self) -> Source:
+        return build_source(self.config, self.store)
+
+    def close(self) -> None:
+        for obj in reversed(self._opened):
+            # Closing at exit must not mask the command's real outcome.
+            with contextlib.suppress(Exception):
+                obj.close()
+        self._opened.clear()

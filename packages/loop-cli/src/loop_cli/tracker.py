@@ -1,0 +1,238 @@
+"""The built-in local tracker: work items and comments kept in the state store.
+
+It exists so the-loop runs with no GitHub at all (the embedded default and the demo).
+Items and their activity live in two tables of the `loop_cli.tracker` schema namespace;
+every opening, comment and close is a row of an append-only activity table whose
+sequence number is the poll cursor, so `LocalSource` feeds the poller exactly as the
+GitHub source does. An item is watched from the moment it is opened: its opening is
+its first event.
+"""
+
+from __future__ import annotations
+
+import getpass
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Literal
+
+from loop_dispatch import Event, EventKind, PollBatch, WorkItemRef, comment_delivery_id
+
+from .errors import OperationalError, UsageError
+
+if TYPE_CHECKING:
+    from loop_dispatch.store import Store
+
+NAMESPACE = "loop_cli.tracker"
+DEFAULT_PROJECT = "loop"
+SOURCE_NAME = "local"
+MIGRATIONS = [
+    """
+    CREATE TABLE loop_cli_items (
+        project    TEXT NOT NULL,
+        number     INTEGER NOT NULL,
+        title      TEXT NOT NULL,
+        state      TEXT NOT NULL CHECK (state IN ('open', 'closed')),
+        author     TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        PRIMARY KEY (project, number)
+    );
+    CREATE TABLE loop_cli_item_activity (
+        seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+        project    TEXT NOT NULL,
+        number     INTEGER NOT NULL,
+        kind       TEXT NOT NULL CHECK (kind IN ('opened', 'comment', 'closed')),
+        author     TEXT NOT NULL,
+        body       TEXT NOT NULL,
+        created_at TEXT NOT NULL
+    );
+    """,
+]
+
+ItemState = Literal["open", "closed"]
+_ITEMS_SQL = (
+    "SELECT i.project, i.number, i.title, i.state, i.author, i.created_at, "
+    "(SELECT COUNT(*) FROM loop_cli_item_activity a WHERE a.project = i.project "
+    " AND a.number = i.number AND a.kind = 'comment') FROM loop_cli_items i "
+)
+
+
+@dataclass(frozen=True)
+class Item:
+    ref: WorkItemRef
+    title: str
+    state: ItemState
+    author: str
+    created_at: datetime
+    comments: int
+
+
+def _now() -> str:
+    from loop_dispatch.store import utcnow_iso
+
+    return utcnow_iso()
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "operator"
+
+
+class LocalTracker:
+    """Open, comment on, close and list local work items."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        store.ensure_schema(NAMESPACE, MIGRATIONS)
+
+    def open(
+        self,
+        title: str,
+        body: str = "",
+        *,
+        project: str = DEFAULT_PROJECT,
+        author: str | None = None,
+    ) -> WorkItemRef:
+        if not title.strip():
+            raise UsageError("an item needs a non-empty title")
+        WorkItemRef("local", project, 1)  # validates the project name (RefError otherwise)
+        author = author or _user()
+        now = _now()
+        with self.store.transaction() as conn:
+            row = conn.execute(
+                "SELECT COALESCE(MAX(number), 0) + 1 FROM loop_cli_items WHERE project = ?",
+                (project,),
+            ).fetchone()
+            number = int(row[0])
+            conn.execute(
+                "INSERT INTO loop_cli_items(project, number, title, state, author, created_at,"
+                " updated_at) VALUES (?, ?, ?, 'open', ?, ?, ?)",
+                (project, number, title, author, now, now),
+            )
+            text = title if not body else f"{title}\n\n{body}"
+            self._activity(conn, project, number, "opened", author, text, now)
+        return WorkItemRef("local", project, number)
+
+    def comment(self, ref: WorkItemRef, text: str, *, author: str | None = None) -> int:
+        """Add a comment; returns its id (the activity sequence number)."""
+        if not text.strip():
+            raise UsageError("a comment needs some text")
+        item = self._require(ref)
+        if item.state != "open":
+            raise OperationalError(f"{ref} is closed; open a new item to continue")
+        now = _now()
+        with self.store.transaction() as conn:
+            seq = self._activity(
+                conn, ref.project, ref.number, "comment", author or _user(), text, now
+            )
+            conn.execute(
+                "UPDATE loop_cli_items SET updated_at = ? WHERE project = ? AND number = ?",
+                (now, ref.project, ref.number),
+            )
+        return seq
+
+    def close(self, ref: WorkItemRef, *, author: str | None = None) -> bool:
+        """Close the item (its session is closed by the next poll). False if already closed."""
+        item = self._require(ref)
+        if item.state == "closed":
+            return False
+        now = _now()
+        with self.store.transaction() as conn:
+            conn.execute(
+                "UPDATE loop_cli_items SET state = 'closed', updated_at = ? "
+                "WHERE project = ? AND number = ?",
+                (now, ref.project, ref.number),
+            )
+            self._activity(conn, ref.project, ref.number, "closed", author or _user(), "", now)
+        return True
+
+    def get(self, ref: WorkItemRef) -> Item | None:
+        rows = self._items("WHERE i.project = ? AND i.number = ?", (ref.project, ref.number))
+        return rows[0] if rows else None
+
+    def list(self, state: ItemState | None = None) -> list[Item]:
+        if state is None:
+            return self._items("", ())
+        return self._items("WHERE i.state = ?", (state,))
+
+    def _require(self, ref: WorkItemRef) -> Item:
+        if ref.source != "local":
+            raise UsageError(f"{ref} is not a local item (local:PROJECT#N)")
+        item = self.get(ref)
+        if item is None:
+            raise UsageError(f"no local item {ref}; see `the-loop item list`")
+        return item
+
+    def _items(self, where: str, params: tuple) -> list[Item]:
+        # `where` is one of this class's own constant clauses; values go in as parameters.
+        sql = _ITEMS_SQL + where + " ORDER BY i.project, i.number"
+        rows = self.store.query(sql, params)
+        return [
+            Item(
+                WorkItemRef("local", r[0], int(r[1])),
+                r[2],
+                r[3],
+                r[4],
+                datetime.fromisoformat(r[5]),
+                int(r[6]),
+            )
+            for r in rows
+        ]
+
+    @staticmethod
+    def _activity(
+        conn, project: str, number: int, kind: str, author: str, body: str, now: str
+    ) -> int:
+        cur = conn.execute(
+            "INSERT INTO loop_cli_item_activity(project, number, kind, author, body, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            (project, number, kind, author, body, now),
+        )
+        return int(cur.lastrowid)
+
+
+_KINDS = {"opened": EventKind.OPENED, "comment": EventKind.COMMENT, "closed": EventKind.CLOSED}
+
+
+class LocalSource:
+    """dispatch's Source over the local tracker: activity after the cursor, oldest first."""
+
+    name = SOURCE_NAME
+
+    def __init__(self, store: Store, *, batch: int = 500) -> None:
+        self.tracker = LocalTracker(store)
+        self.batch = batch
+
+    def poll(self, cursor: str | None) -> PollBatch:
+        try:
+            after = int(cursor) if cursor else 0
+        except ValueError:
+            return PollBatch([], cursor, errors=[f"local cursor {cursor!r} is not a number"])
+        rows = self.tracker.store.query(
+            "SELECT seq, project, number, kind, author, body, created_at "
+            "FROM loop_cli_item_activity WHERE seq > ? ORDER BY seq LIMIT ?",
+            (after, self.batch),
+        )
+        events = [self._event(r) for r in rows]
+        return PollBatch(events, str(rows[-1][0]) if rows else cursor)
+
+    @staticmethod
+    def _event(row) -> Event:
+        seq, project, number, kind, author, body, created = row
+        ref = WorkItemRef("local", project, int(number))
+        if kind == "comment":
+            delivery = comment_delivery_id(SOURCE_NAME, str(seq))
+        else:
+            delivery = f"{kind}:{SOURCE_NAME}:{seq}"
+        return Event(
+            delivery_id=delivery,
+            work_item=ref,
+            kind=_KINDS[kind],
+            actor=author,
+            body=body,
+            url=str(ref),
+            created_at=datetime.fromisoformat(created),
+            comment_id=str(seq) if kind == "comment" else None,
+        )
