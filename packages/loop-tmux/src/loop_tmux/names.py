@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 
 # What tmux keeps verbatim as a session name and can target exactly.
-SESSION_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_+-]{0,199}$")
+SESSION_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_+-]{0,399}$")
 # The only names terminate() may signal (the-loop's own sessions).
 TERMINATE_NAME_RE = re.compile(r"^loop-[A-Za-z0-9._-]+$")
 
