@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import importlib.util
+import inspect
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -135,16 +136,20 @@ class Runtime:
     def dispatcher(self) -> Any:
         from loop_dispatch.dispatcher import Dispatcher
 
+        kwargs: dict[str, Any] = {}
+        # sessions.killHarnessOnClose: passed when this loop-dispatch supports it.
+        if "kill_harness_on_close" in inspect.signature(Dispatcher).parameters:
+            kwargs["kill_harness_on_close"] = self.config.sessions.kill_harness_on_close
         return Dispatcher(
-            store=self.store,
-            tmux=self.tmux,
-            adapter=self.adapter,
-            event_log=self.event_log,
-            lock_dir=self.lock_dir,
+            self.store,
+            self.tmux,
+            self.adapter,
+            self.event_log,
+            self.version,
             cwd_for=self.cwd_for,
-            version=self.version,
+            lock_dir=self.lock_dir,
             launcher=self.launcher,
-            kill_harness_on_close=self.config.sessions.kill_harness_on_close,
+            **kwargs,
         )
 
     def source(self) -> Source:

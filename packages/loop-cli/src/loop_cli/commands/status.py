@@ -1,0 +1,47 @@
+"""`the-loop status`: exit 0 iff every enabled service is running."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+
+import click
+
+from ..errors import UsageError
+from ._common import echo_json, runtime
+
+SLACK_MODULE = "loop_cli.slack"
+
+
+@click.command()
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "slack"]),
+    default="text",
+    help="slack: a Block Kit payload (env-rotation add-on).",
+)
+@click.option("--post", is_flag=True, help="With --format slack: send it to the Slack webhook.")
+@click.pass_context
+def status(ctx: click.Context, fmt: str, post: bool) -> None:
+    """Services, the last poll cycle and sessions (live/dead/unknown) from one tmux read."""
+    from ..status import collect_status, render_text
+
+    if post and fmt != "slack":
+        raise UsageError("--post needs --format slack")
+    rt = runtime(ctx)
+    data = collect_status(rt)
+    if fmt == "json":
+        echo_json(data)
+    elif fmt == "slack":
+        if importlib.util.find_spec(SLACK_MODULE) is None:
+            raise UsageError("--format slack is not available in this installation")
+        slack = importlib.import_module(SLACK_MODULE)
+        payload = slack.render_status(data)
+        if post:
+            slack.post_status(payload, rt.config)
+        else:
+            echo_json(payload)
+    else:
+        click.echo(render_text(data))
+    ctx.exit(0 if data["ok"] else 1)
