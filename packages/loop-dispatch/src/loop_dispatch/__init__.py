@@ -1,20 +1,97 @@
-"""loop_dispatch: tickets to tmux sessions, with nothing lost and no live agent destroyed."""
+"""loop_dispatch: tickets to tmux sessions, with nothing lost and no live agent destroyed.
+
+It decides; loop-tmux acts. It knows neither GitHub's API nor YAML config: the caller
+(loop-cli) hands it events, a harness adapter, a Tmux client and the running version.
+The dispatcher and poll cycle import loop_tmux; the model, store and event log do not,
+so importing this package stays cheap.
+"""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from .model import Event, EventKind, RefError, WorkItemRef, comment_delivery_id
 from .poll import CycleReport, PollBatch, Source
 
+if TYPE_CHECKING:
+    from .adapters import (
+        ClaudeCodeAdapter,
+        CodexAdapter,
+        GenericAdapter,
+        HarnessAdapter,
+        ResumeUnsupported,
+        new_conversation_id,
+    )
+    from .dispatcher import Dispatcher, Outcome, OutcomeKind
+    from .eventlog import EventLog
+    from .framing import frame
+    from .launch import Launcher, LaunchSpec, default_launcher
+    from .lock import item_lock
+    from .poll import run_poll_cycle
+    from .registry import SessionRecord
+    from .store import Store, StoreError
+
 __version__ = "0.1.0"
 
+_LAZY = {
+    "ClaudeCodeAdapter": "adapters",
+    "CodexAdapter": "adapters",
+    "GenericAdapter": "adapters",
+    "HarnessAdapter": "adapters",
+    "ResumeUnsupported": "adapters",
+    "new_conversation_id": "adapters",
+    "Dispatcher": "dispatcher",
+    "Outcome": "dispatcher",
+    "OutcomeKind": "dispatcher",
+    "EventLog": "eventlog",
+    "frame": "framing",
+    "LaunchSpec": "launch",
+    "Launcher": "launch",
+    "default_launcher": "launch",
+    "item_lock": "lock",
+    "run_poll_cycle": "poll",
+    "SessionRecord": "registry",
+    "Store": "store",
+    "StoreError": "store",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'loop_dispatch' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(f".{module}", __name__), name)
+
+
 __all__ = [
+    "ClaudeCodeAdapter",
+    "CodexAdapter",
     "CycleReport",
+    "Dispatcher",
     "Event",
     "EventKind",
+    "EventLog",
+    "GenericAdapter",
+    "HarnessAdapter",
+    "LaunchSpec",
+    "Launcher",
+    "Outcome",
+    "OutcomeKind",
     "PollBatch",
     "RefError",
+    "ResumeUnsupported",
+    "SessionRecord",
     "Source",
+    "Store",
+    "StoreError",
     "WorkItemRef",
     "__version__",
     "comment_delivery_id",
+    "default_launcher",
+    "frame",
+    "item_lock",
+    "new_conversation_id",
+    "run_poll_cycle",
 ]

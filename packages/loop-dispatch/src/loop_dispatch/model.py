@@ -9,9 +9,11 @@ ticket's comments into the other's agent.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
+from typing import Any
 
 __all__ = [
     "Event",
@@ -166,6 +168,36 @@ class Event:
             object.__setattr__(self, "kind", EventKind(self.kind))
         if self.created_at.tzinfo is None or self.created_at.utcoffset() is None:
             raise ValueError("event created_at must be timezone-aware")
+
+    def to_dict(self) -> dict[str, str | None]:
+        """JSON-ready form (the poll ledger stores pending events this way)."""
+        return {
+            "deliveryId": self.delivery_id,
+            "workItem": str(self.work_item),
+            "kind": self.kind.value,
+            "actor": self.actor,
+            "body": self.body,
+            "url": self.url,
+            "createdAt": self.created_at.isoformat(),
+            "commentId": self.comment_id,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Event:
+        """Inverse of `to_dict`; raises ValueError (RefError included) on bad data."""
+        try:
+            return cls(
+                delivery_id=str(data["deliveryId"]),
+                work_item=WorkItemRef.parse(data["workItem"]),
+                kind=EventKind(data["kind"]),
+                actor=str(data["actor"]),
+                body=str(data["body"]),
+                url=str(data["url"]),
+                created_at=datetime.fromisoformat(data["createdAt"]),
+                comment_id=None if data.get("commentId") is None else str(data["commentId"]),
+            )
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"malformed stored event: {exc!r}") from None
 
 
 def comment_delivery_id(source: str, comment_id: str) -> str:

@@ -1,0 +1,417 @@
+"""The dispatcher: one event in, one outcome out, never a live agent destroyed.
+
+It decides; loop-tmux acts. The decision tree is seed 002's (AC2, AC6-AC12), one small
+method per branch:
+
+1. duplicate delivery id -> `duplicate` (logged at debug);
+2. no active session -> first spawn, fresh conversation; a live occupant unknown to the
+   registry is never killed: failed, with the operator's remedy named;
+3. active session -> deliver -> processed;
+4. deliver unanswered (not a definite "missing") -> failed, retryable; never a respawn (AC2);
+5. deliver says missing -> re-probe: live -> deliver into it, recorded as an averted
+   respawn (AC6); otherwise respawn, resuming the recorded conversation when the adapter
+   can and the pane survives a short window, else a fresh conversation with
+   `session.resume_failed` (AC12);
+6. a spawn on the respawn path that meets a live occupant delivers into it (AC7); an
+   unclearable occupant -> skipped, `session_occupied`, delivery kept (AC8); any other
+   failure -> failed, delivery released (AC9);
+7. close events terminate the harness (scrollback kept) and close the record.
+
+Every branch emits its own event type (AC10). Everything runs under the work item's
+file lock, so two processes never act on one item at once.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from loop_tmux import Presence, SpawnOutcome, SpawnResult, Tmux, TmuxUnavailable
+
+from .adapters import HarnessAdapter, new_conversation_id
+from .eventlog import EventLog
+from .framing import frame
+from .launch import Launcher, default_launcher
+from .lock import item_lock
+from .model import Event, EventKind, WorkItemRef
+from .registry import SessionRecord
+from .store import Store
+
+__all__ = ["Dispatcher", "Outcome", "OutcomeKind"]
+
+SOURCE = "dispatcher"
+
+
+class OutcomeKind(str, Enum):
+    PROCESSED = "processed"
+    FAILED = "failed"  # retryable: the delivery id is released
+    SKIPPED = "skipped"  # non-retryable: the delivery id is kept
+    DUPLICATE = "duplicate"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What became of one event. `reason` is a stable token; `detail` one line for humans."""
+
+    kind: OutcomeKind
+    reason: str
+    detail: str = ""
+
+    @property
+    def retryable(self) -> bool:
+        return self.kind is OutcomeKind.FAILED
+
+
+def _processed(reason: str, detail: str = "") -> Outcome:
+    return Outcome(OutcomeKind.PROCESSED, reason, detail)
+
+
+def _failed(reason: str, detail: str = "") -> Outcome:
+    return Outcome(OutcomeKind.FAILED, reason, detail)
+
+
+def _one_line(text: str | None) -> str:
+    return " ".join((text or "").split())[:500]
+
+
+class Dispatcher:
+    """Turns events into tmux actions for one harness adapter and one tmux server."""
+
+    def __init__(
+        self,
+        store: Store,
+        tmux: Tmux,
+        adapter: HarnessAdapter,
+        events: EventLog,
+        version: str,
+        *,
+        cwd_for: Callable[[WorkItemRef], Path],
+        lock_dir: Path,
+        launcher: Launcher = default_launcher,
+        survival_delay: float = 1.0,
+        terminate_grace: float = 5.0,
+        lock_timeout: float | None = None,
+    ) -> None:
+        self.store = store
+        self.tmux = tmux
+        self.adapter = adapter
+        self.events = events
+        self.version = version
+        self.cwd_for = cwd_for
+        self.lock_dir = Path(lock_dir)
+        self.launcher = launcher
+        self.survival_delay = survival_delay
+        self.terminate_grace = terminate_grace
+        self.lock_timeout = lock_timeout
+
+    # -- entry points ----------------------------------------------------------------
+
+    def dispatch(self, event: Event) -> Outcome:
+        """Handle one event under its work item's lock; settle the delivery id."""
+        with item_lock(self.lock_dir, event.work_item, self.lock_timeout):
+            if not self.store.deliveries.claim(event.delivery_id, reclaim_in_flight=True):
+                return self._duplicate(event)
+            try:
+                outcome = self._decide(event)
+            except TmuxUnavailable as exc:
+                outcome = _failed("tmux_unavailable", _one_line(str(exc)))
+                self._emit_failed(event, outcome)
+            except Exception as exc:  # an unexpected fault must not strand the claim
+                outcome = _failed("internal_error", f"{type(exc).__name__}: {_one_line(str(exc))}")
+                self._emit_failed(event, outcome, level="error")
+            self._settle(event, outcome)
+            return outcome
+
+    def start(
+        self, ref: WorkItemRef, prompt: str, *, actor: str = "operator", url: str = ""
+    ) -> Outcome:
+        """Manual start (`the-loop sessions start`): a MANUAL event through the same tree."""
+        event = Event(
+            delivery_id=f"manual:{uuid.uuid4()}",
+            work_item=ref,
+            kind=EventKind.MANUAL,
+            actor=actor,
+            body=prompt,
+            url=url,
+            created_at=datetime.now(timezone.utc),
+        )
+        return self.dispatch(event)
+
+    def close(self, ref: WorkItemRef, *, delivery_id: str | None = None) -> Outcome:
+        """Terminate the item's harness (keeping scrollback) and close its record."""
+        with item_lock(self.lock_dir, ref, self.lock_timeout):
+            return self._close(ref, delivery_id)
+
+    # -- settling ----------------------------------------------------------------------
+
+    def _settle(self, event: Event, outcome: Outcome) -> None:
+        deliveries = self.store.deliveries
+        if outcome.kind is OutcomeKind.FAILED:
+            deliveries.release(event.delivery_id)
+        elif outcome.kind is OutcomeKind.SKIPPED:
+            deliveries.keep(event.delivery_id, "skipped")
+        else:
+            deliveries.keep(event.delivery_id, "processed")
+
+    def _emit(
+        self, type_: str, event: Event | None, ref: WorkItemRef, level: str = "info", **detail: Any
+    ) -> None:
+        self.events.emit(
+            type_,
+            level=level,
+            source=SOURCE,
+            work_item=ref,
+            delivery_id=None if event is None else event.delivery_id,
+            detail=detail,
+        )
+
+    def _emit_failed(self, event: Event, outcome: Outcome, level: str = "warning") -> None:
+        self._emit(
+            "dispatch.failed",
+            event,
+            event.work_item,
+            level,
+            reason=outcome.reason,
+            error=outcome.detail,
+            kind=event.kind.value,
+        )
+
+    # -- 1. duplicate --------------------------------------------------------------------
+
+    def _duplicate(self, event: Event) -> Outcome:
+        self._emit(
+            "dispatch.duplicate",
+            event,
+            event.work_item,
+            "debug",
+            state=self.store.deliveries.state(event.delivery_id),
+        )
+        return Outcome(OutcomeKind.DUPLICATE, "duplicate_delivery")
+
+    # -- the tree ----------------------------------------------------------------------
+
+    def _decide(self, event: Event) -> Outcome:
+        if event.kind is EventKind.CLOSED:
+            return self._close(event.work_item, event.delivery_id)
+        record = self.store.registry.get(event.work_item)
+        if record is None or not record.active:
+            return self._first_spawn(event, record)
+        return self._deliver(record, event)
+
+    # -- 2. first spawn --------------------------------------------------------------------
+
+    def _first_spawn(self, event: Event, previous: SessionRecord | None) -> Outcome:
+        """Register first, then spawn: a crash in between heals as a respawn next time."""
+        ref = event.work_item
+        conversation = new_conversation_id()
+        record = self.store.registry.register(
+            ref, harness=self.adapter.name, conversation_id=conversation, cwd=self.cwd_for(ref)
+        )
+        argv = self.adapter.fresh_argv(frame(event), conversation)
+        result = self._spawn(record, argv)
+        if result.outcome is SpawnOutcome.SPAWNED:
+            self._emit(
+                "session.spawned",
+                event,
+                ref,
+                tmux_name=record.tmux_name,
+                harness=record.harness,
+                conversation_id=conversation,
+                cwd=str(record.cwd),
+                pid=result.pid,
+            )
+            return _processed("spawned")
+        self._undo_register(ref, previous)
+        if result.outcome is SpawnOutcome.OCCUPIED_LIVE:
+            outcome = _failed(
+                "occupied_unregistered",
+                f"tmux session {record.tmux_name} is live but no active session is registered "
+                f"for {ref}; it was not touched. Remedy: `tmux kill-session -t "
+                f"{record.tmux_name}` or `the-loop sessions reset {ref}`",
+            )
+            self._emit_failed(event, outcome, level="error")
+            return outcome
+        if result.outcome is SpawnOutcome.OCCUPIED_UNCLEARABLE:
+            return self._skip_occupied(event, record, result, path="first_spawn")
+        outcome = _failed("spawn_failed", _one_line(result.error))
+        self._emit_failed(event, outcome)
+        return outcome
+
+    def _undo_register(self, ref: WorkItemRef, previous: SessionRecord | None) -> None:
+        if previous is None:
+            self.store.registry.reset(ref)
+        else:
+            self.store.registry.restore(previous)
+
+    def _spawn(self, record: SessionRecord, harness_argv: list[str]) -> SpawnResult:
+        spec = self.launcher(record, harness_argv)
+        return self.tmux.spawn(record.tmux_name, spec.argv, str(record.cwd), spec.env)
+
+    # -- 3./4. deliver into an active session ------------------------------------------------
+
+    def _deliver(self, record: SessionRecord, event: Event) -> Outcome:
+        result = self.tmux.deliver(record.tmux_name, frame(event))
+        if result.ok:
+            self._emit("dispatch.delivered", event, record.work_item, tmux_name=record.tmux_name)
+            return _processed("delivered")
+        if not result.session_missing:
+            return self._deliver_unanswered(event, result.error)
+        return self._session_missing(record, event)
+
+    def _deliver_unanswered(self, event: Event, error: str | None) -> Outcome:
+        """AC2: silence from tmux is a transient fault, never a reason to respawn."""
+        outcome = _failed("deliver_unavailable", _one_line(error))
+        self._emit_failed(event, outcome)
+        return outcome
+
+    # -- 5. missing session: re-probe, then averted respawn or respawn ------------------------
+
+    def _session_missing(self, record: SessionRecord, event: Event) -> Outcome:
+        presence = self.tmux.probe(record.tmux_name)
+        if presence is Presence.LIVE:
+            return self._deliver_into_occupant(record, event, via="reprobe")
+        if presence is Presence.UNKNOWN:
+            outcome = _failed("probe_unknown", f"re-probe of {record.tmux_name} got no answer")
+            self._emit_failed(event, outcome)
+            return outcome
+        return self._respawn(record, event, presence)
+
+    def _deliver_into_occupant(self, record: SessionRecord, event: Event, *, via: str) -> Outcome:
+        """AC6/AC7: the session is live after all: hand it the event instead of respawning."""
+        result = self.tmux.deliver(record.tmux_name, frame(event))
+        if not result.ok:
+            outcome = _failed("deliver_failed", _one_line(result.error))
+            self._emit_failed(event, outcome)
+            return outcome
+        self._emit(
+            "session.respawn_averted",
+            event,
+            record.work_item,
+            tmux_name=record.tmux_name,
+            via=via,
+        )
+        return _processed("respawn_averted")
+
+    def _respawn(self, record: SessionRecord, event: Event, presence: Presence) -> Outcome:
+        prompt = frame(event)
+        if not self.adapter.can_resume:
+            self._resume_failed(event, record, "adapter_cannot_resume")
+        elif not record.conversation_id:
+            self._resume_failed(event, record, "no_recorded_conversation")
+        else:
+            outcome = self._respawn_resume(record, event, prompt, presence)
+            if outcome is not None:
+                return outcome
+        return self._respawn_fresh(record, event, prompt, presence)
+
+    def _respawn_resume(
+        self, record: SessionRecord, event: Event, prompt: str, presence: Presence
+    ) -> Outcome | None:
+        """Resume the recorded conversation; None means "fall back to a fresh one"."""
+        assert record.conversation_id is not None
+        argv = self.adapter.resume_argv(prompt, record.conversation_id)
+        result = self._spawn(record, argv)
+        if result.outcome is not SpawnOutcome.SPAWNED:
+            return self._respawn_spawn_refused(record, event, result)
+        if not self.tmux.survived(record.tmux_name, self.survival_delay):
+            self._resume_failed(event, record, "exited_within_survival_window")
+            return None
+        self._emit(
+            "session.respawned",
+            event,
+            record.work_item,
+            tmux_name=record.tmux_name,
+            resumed=True,
+            conversation_id=record.conversation_id,
+            previous=presence.value,
+            pid=result.pid,
+        )
+        return _processed("respawned")
+
+    def _respawn_fresh(
+        self, record: SessionRecord, event: Event, prompt: str, presence: Presence
+    ) -> Outcome:
+        conversation = new_conversation_id()
+        argv = self.adapter.fresh_argv(prompt, conversation)
+        result = self._spawn(record, argv)
+        if result.outcome is not SpawnOutcome.SPAWNED:
+            return self._respawn_spawn_refused(record, event, result)
+        self.store.registry.set_conversation(record.work_item, conversation)
+        self._emit(
+            "session.respawned",
+            event,
+            record.work_item,
+            tmux_name=record.tmux_name,
+            resumed=False,
+            conversation_id=conversation,
+            previous=presence.value,
+            pid=result.pid,
+        )
+        return _processed("respawned_fresh")
+
+    def _resume_failed(self, event: Event, record: SessionRecord, reason: str) -> None:
+        self._emit(
+            "session.resume_failed",
+            event,
+            record.work_item,
+            "warning",
+            tmux_name=record.tmux_name,
+            reason=reason,
+            conversation_id=record.conversation_id,
+            harness=self.adapter.name,
+        )
+
+    # -- 6. a spawn on the respawn path did not spawn ---------------------------------------
+
+    def _respawn_spawn_refused(
+        self, record: SessionRecord, event: Event, result: SpawnResult
+    ) -> Outcome:
+        if result.outcome is SpawnOutcome.OCCUPIED_LIVE:
+            return self._deliver_into_occupant(record, event, via="spawn")
+        if result.outcome is SpawnOutcome.OCCUPIED_UNCLEARABLE:
+            return self._skip_occupied(event, record, result, path="respawn")
+        outcome = _failed("respawn_failed", _one_line(result.error))
+        self._emit_failed(event, outcome)
+        return outcome
+
+    def _skip_occupied(
+        self, event: Event, record: SessionRecord, result: SpawnResult, *, path: str
+    ) -> Outcome:
+        """AC8: an occupant that is not live and cannot be cleared; retrying cannot help."""
+        detail = (
+            f"tmux session {record.tmux_name} is held by an occupant that cannot be cleared "
+            f"({_one_line(result.error)}); remedy: `tmux kill-session -t {record.tmux_name}`"
+        )
+        self._emit(
+            "dispatch.skipped",
+            event,
+            record.work_item,
+            "warning",
+            reason="session_occupied",
+            tmux_name=record.tmux_name,
+            path=path,
+            error=detail,
+        )
+        return Outcome(OutcomeKind.SKIPPED, "session_occupied", detail)
+
+    # -- 7. close ----------------------------------------------------------------------------
+
+    def _close(self, ref: WorkItemRef, delivery_id: str | None) -> Outcome:
+        record = self.store.registry.get(ref)
+        if record is None or not record.active:
+            return _processed("no_active_session")
+        terminated = self.tmux.terminate(record.tmux_name, self.terminate_grace)
+        self.store.registry.close(ref)
+        self.events.emit(
+            "session.closed",
+            source=SOURCE,
+            work_item=ref,
+            delivery_id=delivery_id,
+            detail={"tmux_name": record.tmux_name, "terminated": terminated},
+        )
+        return _processed("closed", "" if terminated else "harness did not confirm termination")

@@ -1,0 +1,55 @@
+"""Per-work-item exclusion across processes: an flock on a file named from the slug.
+
+The OS drops the lock when its holder dies, so a crashed poller never wedges an item;
+each item has its own file, so items never wait on each other.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from .model import WorkItemRef
+
+__all__ = ["LockTimeout", "item_lock", "lock_path"]
+
+
+class LockTimeout(Exception):
+    """The item stayed locked by another process past the timeout."""
+
+
+def lock_path(lock_dir: str | Path, ref: WorkItemRef) -> Path:
+    return Path(lock_dir) / f"{ref.slug()}.lock"
+
+
+@contextmanager
+def item_lock(
+    lock_dir: str | Path, ref: WorkItemRef, timeout: float | None = None
+) -> Iterator[Path]:
+    """Hold `ref`'s lock for the block. `timeout=None` waits as long as it takes."""
+    path = lock_path(lock_dir, ref)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        if timeout is None:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        else:
+            deadline = time.monotonic() + timeout
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        raise LockTimeout(f"work item {ref} is locked by another process") from None
+                    time.sleep(0.02)
+        try:
+            yield path
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)

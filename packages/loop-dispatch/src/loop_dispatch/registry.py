@@ -1,0 +1,176 @@
+"""The session registry: one record per work item, naming its tmux session and conversation.
+
+The slug and tmux name are derived once, at register, and stored; later code reads the
+stored name and never re-derives it, so a change to the slug scheme cannot orphan a
+running session. Every lookup re-checks the stored ref against the one asked for.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from .model import RefError, WorkItemRef
+from .store import StoreError, utcnow_iso
+
+if TYPE_CHECKING:
+    from .store import Store
+
+__all__ = ["Registry", "SessionRecord", "SessionStatus"]
+
+SessionStatus = Literal["active", "closed"]
+_COLUMNS = (
+    "work_item, slug, tmux_name, harness, conversation_id, cwd, status, created_at, updated_at"
+)
+_SELECT = "SELECT " + _COLUMNS + " FROM sessions"  # noqa: S608 (constant column list)
+_PLACEHOLDERS = ", ".join("?" * 9)
+_INSERT = f"INSERT OR REPLACE INTO sessions({_COLUMNS}) VALUES ({_PLACEHOLDERS})"  # noqa: S608
+
+
+@dataclass(frozen=True)
+class SessionRecord:
+    """What the-loop knows about one work item's session."""
+
+    work_item: WorkItemRef
+    slug: str
+    tmux_name: str
+    harness: str
+    conversation_id: str | None
+    cwd: Path
+    status: SessionStatus
+    created_at: datetime
+    updated_at: datetime
+
+    @property
+    def active(self) -> bool:
+        return self.status == "active"
+
+
+class Registry:
+    """Registry operations over a Store; each change is one transaction."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def _row_to_record(
+        self, row: sqlite3.Row | tuple, expected: WorkItemRef | None
+    ) -> SessionRecord:
+        try:
+            ref = WorkItemRef.parse(row[0])
+        except RefError as exc:
+            raise StoreError(self._store.path, f"sessions row {row[0]!r}: {exc}") from None
+        if expected is not None and ref != expected:
+            raise StoreError(self._store.path, f"sessions row {row[0]!r} does not match {expected}")
+        if row[6] not in ("active", "closed"):
+            raise StoreError(self._store.path, f"sessions row {row[0]!r}: bad status {row[6]!r}")
+        return SessionRecord(
+            work_item=ref,
+            slug=row[1],
+            tmux_name=row[2],
+            harness=row[3],
+            conversation_id=row[4],
+            cwd=Path(row[5]),
+            status=row[6],
+            created_at=datetime.fromisoformat(row[7]),
+            updated_at=datetime.fromisoformat(row[8]),
+        )
+
+    def get(self, ref: WorkItemRef) -> SessionRecord | None:
+        rows = self._store.query(_SELECT + " WHERE work_item = ?", (str(ref),))
+        return self._row_to_record(rows[0], ref) if rows else None
+
+    def by_tmux_name(self, tmux_name: str) -> SessionRecord | None:
+        rows = self._store.query(_SELECT + " WHERE tmux_name = ?", (tmux_name,))
+        return self._row_to_record(rows[0], None) if rows else None
+
+    def list(self, status: SessionStatus | None = None) -> list[SessionRecord]:
+        if status is None:
+            rows = self._store.query(_SELECT + " ORDER BY work_item")
+        else:
+            rows = self._store.query(_SELECT + " WHERE status = ? ORDER BY work_item", (status,))
+        return [self._row_to_record(r, None) for r in rows]
+
+    def register(
+        self,
+        ref: WorkItemRef,
+        *,
+        harness: str,
+        conversation_id: str | None,
+        cwd: str | Path,
+    ) -> SessionRecord:
+        """Record `ref` as active (a closed record is replaced; created_at restarts).
+
+        The slug and tmux name are derived here, once, and stored.
+        """
+        now = utcnow_iso()
+        slug = ref.slug()
+        with self._store.transaction() as conn:
+            clash = conn.execute(
+                "SELECT work_item FROM sessions "
+                "WHERE (slug = ? OR tmux_name = ?) AND work_item != ?",
+                (slug, ref.tmux_name(), str(ref)),
+            ).fetchone()
+            if clash is not None:
+                raise StoreError(
+                    self._store.path, f"slug {slug!r} of {ref} is already held by {clash[0]}"
+                )
+            conn.execute(
+                _INSERT,
+                (
+                    str(ref),
+                    slug,
+                    ref.tmux_name(),
+                    harness,
+                    conversation_id,
+                    str(cwd),
+                    "active",
+                    now,
+                    now,
+                ),
+            )
+        record = self.get(ref)
+        assert record is not None
+        return record
+
+    def restore(self, record: SessionRecord) -> None:
+        """Put a record back exactly as it was (undo of a register whose spawn failed)."""
+        with self._store.transaction() as conn:
+            conn.execute(
+                _INSERT,
+                (
+                    str(record.work_item),
+                    record.slug,
+                    record.tmux_name,
+                    record.harness,
+                    record.conversation_id,
+                    str(record.cwd),
+                    record.status,
+                    record.created_at.isoformat(),
+                    record.updated_at.isoformat(),
+                ),
+            )
+
+    def _update(self, ref: WorkItemRef, assignments: str, params: tuple) -> bool:
+        with self._store.transaction() as conn:
+            cur = conn.execute(
+                f"UPDATE sessions SET {assignments}, updated_at = ? WHERE work_item = ?",  # noqa: S608
+                (*params, utcnow_iso(), str(ref)),
+            )
+            return cur.rowcount > 0
+
+    def set_conversation(self, ref: WorkItemRef, conversation_id: str | None) -> bool:
+        return self._update(ref, "conversation_id = ?", (conversation_id,))
+
+    def close(self, ref: WorkItemRef) -> bool:
+        """Mark the record closed (kept for history; a later event re-registers)."""
+        return self._update(ref, "status = 'closed'", ())
+
+    def reset(self, ref: WorkItemRef) -> bool:
+        """Forget the record entirely (the operator's remedy for a stuck item)."""
+        with self._store.transaction() as conn:
+            return (
+                conn.execute("DELETE FROM sessions WHERE work_item = ?", (str(ref),)).rowcount > 0
+            )
