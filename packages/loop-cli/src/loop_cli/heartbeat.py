@@ -25,7 +25,7 @@ PREFIX = "service."
 @dataclass(frozen=True)
 class Heartbeat:
     service: str
-    state: str  # "running" | "stopped"
+    state: str  # "running" (a daemon), "once" (a cron-driven --once run), "stopped"
     pid: int
     host: str
     started: datetime
@@ -37,9 +37,14 @@ class Heartbeat:
         return ((now or datetime.now(timezone.utc)) - self.beat).total_seconds()
 
     def running(self, now: datetime | None = None) -> bool:
-        """Fresh, not stopped, and (on this host) the process still exists."""
-        if self.state != "running" or self.age(now) > self.stale_after:
+        """Fresh, not stopped, and (for a daemon on this host) its process still exists.
+
+        A `--once` run has exited by design: its freshness alone says cron is running it.
+        """
+        if self.state not in ("running", "once") or self.age(now) > self.stale_after:
             return False
+        if self.state == "once":
+            return True
         return self.host != socket.gethostname() or _pid_alive(self.pid)
 
 

@@ -78,7 +78,11 @@ def _service_row(
         running = hb.running(now)
         row.update(
             running=running,
-            state="running" if running else ("stopped" if hb.state == "stopped" else "stale"),
+            state=(
+                ("running" if hb.state == "running" else "fresh --once runs")
+                if running
+                else ("stopped" if hb.state == "stopped" else "stale")
+            ),
             pid=hb.pid,
             lastBeat=hb.beat.isoformat(),
             ageSeconds=round(hb.age(now), 1),
@@ -127,7 +131,11 @@ def render_text(status: dict[str, Any]) -> str:
         if not svc["enabled"]:
             lines.append(f"{svc['name']}:{' ' * (10 - len(svc['name']))}disabled")
             continue
-        mark = "running" if svc["running"] else f"NOT RUNNING ({svc['state']})"
+        mark = (
+            ("running" if svc["state"] == "running" else f"running ({svc['state']})")
+            if svc["running"]
+            else f"NOT RUNNING ({svc['state']})"
+        )
         extra = f" pid {svc['pid']}, last beat {svc['ageSeconds']}s ago" if svc["pid"] else ""
         lines.append(f"{svc['name']}:{' ' * (10 - len(svc['name']))}{mark}{extra}")
     cycle = status.get("lastPollCycle")
