@@ -1,0 +1,158 @@
+"""`the-loop gh-webhook start`: the GitHub webhook receiver, in the foreground."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from ..errors import OperationalError, UsageError
+from ._common import runtime
+
+if TYPE_CHECKING:
+    from loop_dispatch import Event
+
+    from ..runtime import Runtime
+
+SERVICE = "webhook"
+HEARTBEAT_SECONDS = 15.0
+
+
+def is_loopback(host: str) -> bool:
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def resolve_secret(env_name: str, insecure: bool, host: str) -> bytes | None:
+    """The secret's bytes from the variable named by `webhook.secretEnv`, or a refusal."""
+    if insecure:
+        if not is_loopback(host):
+            raise UsageError(
+                f"--insecure-no-signature is allowed only on a loopback host, not {host!r}"
+            )
+        return None
+    value = os.environ.get(env_name, "")
+    if not value:
+        raise UsageError(
+            f"webhook secret: the variable webhook.secretEnv={env_name} is not set or empty; "
+            "set it to the webhook's secret (or pass --insecure-no-signature on a loopback host)"
+        )
+    return value.encode("utf-8")
+
+
+def _own_login(rt: Runtime) -> str | None:
+    """The token's login, so the receiver ignores the agent's own comments (best effort)."""
+    cfg = rt.config
+    token = os.environ.get(cfg.github.token_env)
+    if not token:
+        return None
+    from ..github.client import GitHubClient, GitHubError
+
+    client = GitHubClient(token, cfg.github.api_url, timeout=5.0, retries=0)
+    try:
+        user = client.get_json("user")
+    except GitHubError:
+        return None
+    finally:
+        client.close()
+    login = user.get("login") if isinstance(user, dict) else None
+    return login if isinstance(login, str) else None
+
+
+def _handler(rt: Runtime, route: bool) -> Any:
+    if route:
+        dispatcher = rt.dispatcher
+
+        def dispatch(event: Event) -> object:
+            return dispatcher.dispatch(event)
+
+        return dispatch
+
+    def record(event: Event) -> object:
+        return rt.event_log.emit(
+            "webhook.received",
+            source="gh-webhook",
+            work_item=event.work_item,
+            delivery_id=event.delivery_id,
+            detail={"kind": event.kind.value, "actor": event.actor, "routed": False},
+        )
+
+    return record
+
+
+@click.group("gh-webhook")
+def gh_webhook() -> None:
+    """The GitHub webhook receiver."""
+
+
+@gh_webhook.command("start")
+@click.option("--route", is_flag=True, help="Hand events to the dispatcher (else only log them).")
+@click.option("--host", default=None, help="Address to listen on (default: webhook.host).")
+@click.option(
+    "--port", type=click.IntRange(0, 65535), default=None, help="Port (default: webhook.port)."
+)
+@click.option(
+    "--insecure-no-signature",
+    is_flag=True,
+    help="Accept unsigned deliveries (loopback host only; for local testing).",
+)
+@click.pass_context
+def start(
+    ctx: click.Context,
+    route: bool,
+    host: str | None,
+    port: int | None,
+    insecure_no_signature: bool,
+) -> None:
+    """Receive GitHub deliveries until SIGTERM/SIGINT (foreground, systemd-friendly)."""
+    rt = runtime(ctx)
+    cfg = rt.config
+    host = host or cfg.webhook.host
+    port = cfg.webhook.port if port is None else port
+    secret = resolve_secret(cfg.webhook.secret_env, insecure_no_signature, host)
+
+    from ..heartbeat import beat, stopped
+    from ..webhook.app import create_app
+    from ..webhook.seen import StoreSeen
+    from ..webhook.server import serve
+
+    store = rt.store
+    app = create_app(
+        secret,
+        _handler(rt, route),
+        max_body=cfg.webhook.max_body_bytes,
+        authorized_actors=list(cfg.authorized_actors),
+        trigger_label=cfg.github.trigger_label,
+        own_login=_own_login(rt),
+        insecure=insecure_no_signature,
+        repositories=list(cfg.github.repositories) or None,
+        seen=StoreSeen(store),
+    )
+    started = datetime.now(timezone.utc)
+    stats = app.state.stats
+
+    def heartbeat() -> None:
+        detail = {"host": host, "port": port, "route": route, **dict(stats)}
+        beat(store, SERVICE, stale_after=HEARTBEAT_SECONDS * 3, started=started, detail=detail)
+
+    def announce(bound: int) -> None:
+        mode = "routing to the dispatcher" if route else "logging only (no --route)"
+        signed = "UNSIGNED (insecure)" if secret is None else "signature required"
+        click.echo(f"gh-webhook listening on http://{host}:{bound} ({mode}; {signed})", err=True)
+
+    try:
+        serve(app, host, port, heartbeat=heartbeat, interval=HEARTBEAT_SECONDS, on_started=announce)
+    except OSError as exc:
+        raise OperationalError(
+            f"gh-webhook: cannot listen on {host}:{port}: {exc.strerror}"
+        ) from None
+    finally:
+        stopped(store, SERVICE, started=started, detail=dict(stats))
+    click.echo("gh-webhook stopped", err=True)

@@ -1,0 +1,1 @@
+"""The GitHub webhook receiver: signature checks, bounded bodies, fast 202s."""

@@ -1,0 +1,160 @@
+"""The GitHub webhook receiver as a Starlette (ASGI) app.
+
+Order of checks, cheapest and least trusting first: the declared size (413, before a
+byte of body is read), the content type (415), the body read under a hard cap (413),
+the signature over the raw bytes (401), then the headers and JSON (400). Only then is
+the delivery id recorded (duplicate -> 200) and the event queued for the worker
+(202). The handler never raises to the server: bad input is an answer, not a crash.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from collections import Counter
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from loop_dispatch import Event
+
+from .payload import Ignored, PayloadError, Rules, to_event
+from .seen import MemorySeen, SeenDeliveries
+from .verify import verify_signature
+from .worker import Worker
+
+__all__ = ["DEFAULT_MAX_BODY", "create_app"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_BODY = 1024 * 1024  # issue and comment payloads are far below this
+_GUID_MAX = 200
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def _answer(status: int, outcome: str, stats: Counter[str], **extra: Any) -> JSONResponse:
+    stats[outcome] += 1
+    return JSONResponse({"status": outcome, **extra}, status_code=status)
+
+
+async def _read_capped(request: Request, limit: int) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise _TooLarge
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def create_app(
+    secret: bytes | None,
+    handle: Callable[[Event], object],
+    *,
+    max_body: int = DEFAULT_MAX_BODY,
+    authorized_actors: list[str],
+    trigger_label: str,
+    own_login: str | None = None,
+    insecure: bool = False,
+    repositories: list[str] | None = None,
+    seen: SeenDeliveries | None = None,
+    queue_size: int = 1000,
+) -> Starlette:
+    """The receiver. `handle(event)` runs on the worker thread, never on the event loop.
+
+    `secret=None` is refused unless `insecure` (the command allows that on loopback
+    only). `seen` keeps delivery ids across restarts (the store); default in memory.
+    """
+    if not secret and not insecure:
+        raise ValueError("a webhook secret is required (or insecure=True)")
+    rules = Rules.build(trigger_label, authorized_actors, own_login, repositories)
+    seen_ids: SeenDeliveries = seen if seen is not None else MemorySeen()
+    worker = Worker(handle, maxsize=queue_size)
+    stats: Counter[str] = Counter()
+
+    async def receive(request: Request) -> JSONResponse:
+        try:
+            return await _receive(request)
+        except ClientDisconnect:
+            return _answer(400, "rejected", stats, reason="client went away")
+        except Exception as exc:  # never die on input; say what kind of failure it was
+            log.error("webhook: unexpected %s", type(exc).__name__)
+            return _answer(500, "error", stats, reason=type(exc).__name__)
+
+    async def _receive(request: Request) -> JSONResponse:
+        declared = request.headers.get("content-length")
+        if declared is not None:
+            if not declared.strip().isdigit():
+                return _answer(400, "rejected", stats, reason="Content-Length is not a number")
+            if int(declared) > max_body:
+                return _answer(413, "rejected", stats, reason=f"body over {max_body} bytes")
+        ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if ctype != "application/json":
+            return _answer(415, "rejected", stats, reason="content type must be application/json")
+        try:
+            body = await _read_capped(request, max_body)
+        except _TooLarge:
+            return _answer(413, "rejected", stats, reason=f"body over {max_body} bytes")
+        if secret:
+            signature = request.headers.get("x-hub-signature-256")
+            if not signature:
+                return _answer(401, "rejected", stats, reason="X-Hub-Signature-256 missing")
+            if not verify_signature(secret, body, signature):
+                return _answer(401, "rejected", stats, reason="signature does not match")
+        kind = request.headers.get("x-github-event", "").strip()
+        guid = request.headers.get("x-github-delivery", "").strip()
+        if not kind:
+            return _answer(400, "rejected", stats, reason="X-GitHub-Event missing")
+        if not guid or len(guid) > _GUID_MAX:
+            return _answer(400, "rejected", stats, reason="X-GitHub-Delivery missing or too long")
+        try:
+            payload = json.loads(body)
+        except (ValueError, UnicodeDecodeError):
+            return _answer(400, "rejected", stats, reason="body is not valid JSON")
+        if kind == "ping":
+            return _answer(200, "pong", stats)
+        try:
+            result = to_event(kind, payload, rules)
+        except PayloadError as exc:
+            return _answer(400, "rejected", stats, reason=str(exc))
+        if isinstance(result, Ignored):
+            return _answer(202, "ignored", stats, reason=result.reason)
+        first = await run_in_threadpool(seen_ids.first_time, guid, kind)
+        if not first:
+            return _answer(200, "duplicate", stats, delivery=guid)
+        if not worker.submit(result):
+            return _answer(503, "busy", stats, reason="dispatch queue is full")
+        return _answer(202, "accepted", stats, deliveryId=result.delivery_id)
+
+    async def health(request: Request) -> JSONResponse:
+        return JSONResponse({"status": "ok", "pending": worker.pending, **stats})
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        worker.start()
+        try:
+            yield
+        finally:
+            await run_in_threadpool(worker.stop)
+
+    app = Starlette(
+        routes=[
+            Route("/", receive, methods=["POST"]),
+            Route("/webhook", receive, methods=["POST"]),
+            Route("/healthz", health, methods=["GET"]),
+        ],
+        lifespan=lifespan,
+    )
+    app.state.worker = worker
+    app.state.stats = stats
+    return app

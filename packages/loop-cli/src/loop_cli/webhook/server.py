@@ -1,0 +1,69 @@
+"""Run the webhook app under uvicorn in the foreground, with a heartbeat.
+
+uvicorn installs its own SIGTERM/SIGINT handlers on the main thread and shuts down
+gracefully (the app's lifespan drains the worker); the heartbeat thread stops with it.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import uvicorn
+
+__all__ = ["serve"]
+
+log = logging.getLogger(__name__)
+
+
+def serve(
+    app: Any,
+    host: str,
+    port: int,
+    *,
+    heartbeat: Callable[[], None] | None = None,
+    interval: float = 15.0,
+    on_started: Callable[[int], None] | None = None,
+    log_level: str = "warning",
+) -> None:
+    """Serve until SIGTERM/SIGINT. Raises OSError when the address cannot be bound."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    config = uvicorn.Config(
+        app, log_level=log_level, access_log=False, lifespan="on", server_header=False
+    )
+    server = uvicorn.Server(config)
+    done = threading.Event()
+
+    def beat() -> None:
+        while not server.started:
+            if done.wait(0.05):
+                return
+        if on_started is not None:
+            on_started(sock.getsockname()[1])
+        while True:
+            if heartbeat is not None:
+                try:
+                    heartbeat()
+                except Exception as exc:  # a busy store must not stop the receiver
+                    log.warning("webhook heartbeat not written: %s", type(exc).__name__)
+            if done.wait(interval):
+                return
+
+    ticker = threading.Thread(target=beat, name="the-loop-webhook-heartbeat", daemon=True)
+    ticker.start()
+    try:
+        server.run(sockets=[sock])
+    finally:
+        done.set()
+        ticker.join(timeout=5)
+        sock.close()
