@@ -1,0 +1,76 @@
+"""`the-loop events`: filter and follow the event log."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from ._common import echo_json, loaded_config, parse_ref
+
+
+@click.command()
+@click.option("--type", "type_glob", default=None, help="Type glob(s), comma-separated.")
+@click.option("--work-item", default=None, help="Only this work item's events (a ref).")
+@click.option("--delivery-id", default=None, help="Only this delivery's events.")
+@click.option(
+    "--level",
+    type=click.Choice(["debug", "info", "warning", "error"]),
+    default=None,
+    help="Minimum level.",
+)
+@click.option("--since", default=None, help="15m, 2h, 1d or an ISO-8601 time.")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="Newest N only.")
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "jsonl"]), default="table")
+@click.option("--follow", "-f", is_flag=True, help="Keep printing new events (Ctrl-C stops).")
+@click.pass_context
+def events(
+    ctx: click.Context,
+    type_glob: str | None,
+    work_item: str | None,
+    delivery_id: str | None,
+    level: str | None,
+    since: str | None,
+    limit: int | None,
+    fmt: str,
+    follow: bool,
+) -> None:
+    """Read the event log (types are documented in docs/events.md)."""
+    from loop_dispatch.eventlog import EventLog
+
+    from ..events_query import TABLE_HEADER, parse_since, table_line
+
+    cfg = loaded_config(ctx).config
+    log = EventLog(
+        cfg.event_log_path(), max_bytes=cfg.event_log.max_bytes, backups=cfg.event_log.backups
+    )
+    filters = {
+        "types_glob": type_glob,
+        "work_item": str(parse_ref(work_item)) if work_item else None,
+        "delivery_id": delivery_id,
+        "level": level,
+        "since": parse_since(since) if since else None,
+    }
+    if follow and fmt == "json":
+        raise click.UsageError("--follow prints a stream: use --format table or jsonl")
+    records = log.read(limit=limit, **filters)
+    if fmt == "json":
+        echo_json(records)
+        return
+
+    def out(rec: dict) -> None:
+        if fmt == "jsonl":
+            click.echo(json.dumps(rec, ensure_ascii=False, separators=(",", ":")))
+        else:
+            click.echo(table_line(rec))
+
+    if fmt == "table":
+        click.echo(TABLE_HEADER)
+    for rec in records:
+        out(rec)
+    if follow:
+        try:
+            for rec in log.follow(**filters):
+                out(rec)
+        except KeyboardInterrupt:
+            pass

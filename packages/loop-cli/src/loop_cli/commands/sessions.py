@@ -1,0 +1,119 @@
+"""`the-loop sessions ...`: list, start, stop, reset, attach (and lazily, restart)."""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from ..errors import OperationalError
+from ..lazy import LazyGroup
+from ._common import echo_json, parse_ref, runtime, table
+
+# Subcommands written elsewhere in loop-cli, imported only when run.
+LAZY = {
+    "restart": (
+        "loop_cli.commands.restart:restart",
+        "Relaunch running sessions onto the env file's current values.",
+    ),
+}
+
+
+@click.group(cls=LazyGroup, lazy=LAZY)
+def sessions() -> None:
+    """The sessions the-loop runs, one per work item (tmux `loop-<slug>`)."""
+
+
+@sessions.command("list")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
+@click.pass_context
+def list_(ctx: click.Context, fmt: str) -> None:
+    """Registered sessions with their tmux presence (one tmux call)."""
+    from ..sessions import list_rows
+
+    rows = list_rows(runtime(ctx))
+    if fmt == "json":
+        echo_json(rows)
+        return
+    if not rows:
+        click.echo("no sessions registered")
+        return
+    click.echo(
+        table(
+            [
+                [
+                    r["ref"],
+                    r["tmuxName"],
+                    r["status"],
+                    r["presence"],
+                    r["harness"],
+                    r["conversationId"] or "-",
+                    r["updatedAt"][:19],
+                ]
+                for r in rows
+            ],
+            ["REF", "TMUX", "STATUS", "PRESENCE", "HARNESS", "CONVERSATION", "UPDATED"],
+        )
+    )
+
+
+@sessions.command("start")
+@click.argument("ref")
+@click.pass_context
+def start(ctx: click.Context, ref: str) -> None:
+    """Start the item's session now (and watch the item)."""
+    from ..sessions import start as start_session
+
+    row = start_session(runtime(ctx), parse_ref(ref))
+    click.echo(f"{row['ref']}: {row['outcome']} ({row['tmuxName']})")
+
+
+@sessions.command("stop")
+@click.argument("ref")
+@click.pass_context
+def stop(ctx: click.Context, ref: str) -> None:
+    """Terminate the harness, keep the pane's scrollback, close the record."""
+    from ..sessions import stop as stop_session
+
+    row = stop_session(runtime(ctx), parse_ref(ref))
+    click.echo(f"{row['ref']}: {row['outcome']} ({row['tmuxName']})")
+
+
+@sessions.command("reset")
+@click.argument("refs", nargs=-1)
+@click.option("--all", "all_", is_flag=True, help="Every registered session.")
+@click.option("--dry-run", is_flag=True, help="Say what would happen; touch nothing.")
+@click.pass_context
+def reset(ctx: click.Context, refs: tuple[str, ...], all_: bool, dry_run: bool) -> None:
+    """Forget this machine's state for items: kill their tmux session, drop the record.
+
+    The poll ledger is kept, so comments already handled are not forwarded again.
+    """
+    from ..sessions import apply_reset, reset_plans
+
+    rt = runtime(ctx)
+    plans = reset_plans(rt, [parse_ref(r) for r in refs], all_)
+    if not plans:
+        click.echo("no sessions registered; nothing to reset")
+        return
+    for plan in plans:
+        if dry_run:
+            click.echo(f"would reset {plan.ref} ({plan.presence}): {'; '.join(plan.actions())}")
+        else:
+            row = apply_reset(rt, plan)
+            click.echo(f"reset {row['ref']}: {', '.join(row['done']) or 'nothing to do'}")
+
+
+@sessions.command("attach")
+@click.argument("ref")
+@click.pass_context
+def attach(ctx: click.Context, ref: str) -> None:
+    """Attach this terminal to the item's tmux session (exact name, right socket)."""
+    from ..sessions import attach_argv
+
+    argv = attach_argv(runtime(ctx), parse_ref(ref))
+    env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
+    try:
+        os.execvpe(argv[0], argv, env)  # noqa: S606 - argv is tmux and our own names
+    except OSError as exc:
+        raise OperationalError(f"cannot run tmux: {exc.strerror or exc}") from None

@@ -1,0 +1,175 @@
+"""Session operations behind `the-loop sessions ...`: rows and plans, never printing.
+
+Every fleet-wide answer comes from one `Tmux.panes()` read (see fleet.py).
+"""
+
+from __future__ import annotations
+
+import getpass
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .errors import OperationalError, UsageError
+from .fleet import ABSENT, DEAD, LIVE, read_fleet
+
+if TYPE_CHECKING:
+    from loop_dispatch import WorkItemRef
+    from loop_dispatch.registry import SessionRecord
+
+    from .runtime import Runtime
+
+START_PROMPT = "Session started by {actor} with `the-loop sessions start`."
+
+
+def list_rows(rt: Runtime) -> list[dict[str, Any]]:
+    """One row per registered session, with its presence from one fleet read."""
+    fleet = read_fleet(rt.tmux)
+    rows = []
+    for rec in rt.store.registry.list():
+        rows.append(
+            {
+                "ref": str(rec.work_item),
+                "tmuxName": rec.tmux_name,
+                "status": rec.status,
+                "presence": fleet.presence(rec.tmux_name),
+                "pids": fleet.live_pids(rec.tmux_name),
+                "harness": rec.harness,
+                "conversationId": rec.conversation_id,
+                "cwd": str(rec.cwd),
+                "createdAt": rec.created_at.isoformat(),
+                "updatedAt": rec.updated_at.isoformat(),
+            }
+        )
+    return rows
+
+
+def start(rt: Runtime, ref: WorkItemRef) -> dict[str, Any]:
+    """Start (or confirm) the item's session; a GitHub item becomes watched by it.
+
+    An active, live session is left as it is. Otherwise a MANUAL event goes through the
+    dispatcher's decision tree (first spawn, or respawn with resume).
+    """
+    if ref.source == "local":
+        from .tracker import LocalTracker
+
+        if LocalTracker(rt.store).get(ref) is None:
+            raise UsageError(f"no local item {ref}; open one with `the-loop item open`")
+    record = rt.store.registry.get(ref)
+    if record is not None and record.active and rt.tmux.probe(record.tmux_name).value == "live":
+        return {"ref": str(ref), "outcome": "already-running", "tmuxName": record.tmux_name}
+    actor = _user()
+    outcome = rt.dispatcher.start(ref, START_PROMPT.format(actor=actor), actor=actor)
+    record = rt.store.registry.get(ref)
+    row = {
+        "ref": str(ref),
+        "outcome": outcome.kind.value,
+        "reason": outcome.reason,
+        "detail": outcome.detail,
+        "tmuxName": record.tmux_name if record else ref.tmux_name(),
+    }
+    if outcome.kind.value not in ("processed", "duplicate"):
+        raise OperationalError(
+            f"could not start {ref}: {outcome.reason}"
+            + (f": {outcome.detail}" if outcome.detail else "")
+        )
+    return row
+
+
+def stop(rt: Runtime, ref: WorkItemRef) -> dict[str, Any]:
+    """Terminate the harness (the pane and its scrollback stay) and close the record."""
+    record = rt.store.registry.get(ref)
+    if record is None:
+        raise OperationalError(f"no session registered for {ref}; see `the-loop sessions list`")
+    if not record.active:
+        return {"ref": str(ref), "outcome": "already-closed", "tmuxName": record.tmux_name}
+    outcome = rt.dispatcher.close(ref)
+    return {
+        "ref": str(ref),
+        "outcome": "stopped",
+        "tmuxName": record.tmux_name,
+        "detail": outcome.detail,
+    }
+
+
+@dataclass(frozen=True)
+class ResetPlan:
+    ref: WorkItemRef
+    tmux_name: str
+    registered: bool
+    presence: str
+
+    def actions(self) -> list[str]:
+        out = []
+        if self.presence == LIVE:
+            out.append(f"terminate the harness in {self.tmux_name}")
+        if self.presence in (LIVE, DEAD):
+            out.append(f"kill tmux session {self.tmux_name}")
+        if self.registered:
+            out.append("forget the registry record")
+        return out or ["nothing to do"]
+
+
+def reset_plans(rt: Runtime, refs: list[WorkItemRef], all_: bool) -> list[ResetPlan]:
+    """What `sessions reset` would do, from one fleet read."""
+    if all_ == bool(refs):
+        raise UsageError("sessions reset needs either REF... or --all (not both, not neither)")
+    fleet = read_fleet(rt.tmux)
+    if fleet.error is not None:
+        raise OperationalError(f"tmux did not answer ({fleet.error}); nothing was reset")
+    records: list[SessionRecord]
+    if all_:
+        records = rt.store.registry.list()
+        return [
+            ResetPlan(r.work_item, r.tmux_name, True, fleet.presence(r.tmux_name)) for r in records
+        ]
+    plans = []
+    for ref in refs:
+        rec = rt.store.registry.get(ref)
+        # An unregistered item: its name is the one the registry would have stored.
+        name = rec.tmux_name if rec else ref.tmux_name()
+        plans.append(ResetPlan(ref, name, rec is not None, fleet.presence(name)))
+    return plans
+
+
+def apply_reset(rt: Runtime, plan: ResetPlan) -> dict[str, Any]:
+    """Forget this machine's state for one item: its tmux session and registry record.
+
+    The poll ledger is kept, so comments already handled are never re-forwarded.
+    """
+    from loop_dispatch.lock import item_lock
+
+    done = []
+    with item_lock(rt.lock_dir, plan.ref, timeout=30):
+        if plan.presence == LIVE:
+            rt.tmux.terminate(plan.tmux_name, grace=5.0)
+            done.append("terminated")
+        if plan.presence in (LIVE, DEAD):
+            if not rt.tmux.kill(plan.tmux_name):
+                raise OperationalError(f"could not kill tmux session {plan.tmux_name}")
+            done.append("killed")
+        if plan.registered and rt.store.registry.reset(plan.ref):
+            done.append("forgotten")
+    return {"ref": str(plan.ref), "tmuxName": plan.tmux_name, "done": done}
+
+
+def attach_argv(rt: Runtime, ref: WorkItemRef) -> list[str]:
+    """`tmux [-L socket] attach-session -t =NAME` for the item's session."""
+    record = rt.store.registry.get(ref)
+    if record is None:
+        raise OperationalError(f"no session registered for {ref}; see `the-loop sessions list`")
+    presence = rt.tmux.probe(record.tmux_name).value
+    if presence == ABSENT:
+        raise OperationalError(f"tmux session {record.tmux_name} does not exist")
+    if presence == "unknown":
+        raise OperationalError(f"tmux did not answer about {record.tmux_name}")
+    argv = ["tmux"]
+    if rt.config.routing.tmux_socket:
+        argv += ["-L", rt.config.routing.tmux_socket]
+    return [*argv, "attach-session", "-t", f"={record.tmux_name}"]
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "operator"
