@@ -42,6 +42,8 @@ class _Parser(argparse.ArgumentParser):
         if message.startswith("unrecognized arguments:"):
             count = len(message.split(":", 1)[1].split())
             message = f"{count} unexpected argument(s)"
+        elif "invalid choice:" in message:
+            message = "unknown command: choose fingerprint, check or exec"
         raise _UsageError(f"{self.prog}: {message} (see --help)")
 
 
@@ -63,9 +65,16 @@ class _VersionAction(argparse.Action):
 
 
 def _pid(text: str) -> int:
-    if not text.isascii() or not text.isdigit() or int(text) <= 0:
-        raise argparse.ArgumentTypeError(f"bad pid {text!r}: must be a positive integer")
-    return int(text)
+    """A positive decimal pid; the complaint describes the argument, never repeats it."""
+    if text.isascii() and text.isdigit() and int(text) > 0:
+        return int(text)
+    if text.startswith("-") and text[1:].isdigit():
+        got = "a negative number"
+    elif text.isascii() and text.isdigit():
+        got = "zero"
+    else:
+        got = "something that is not a number"
+    raise argparse.ArgumentTypeError(f"a PID must be a positive integer, got {got}")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,62 @@
+"""Helpers for the loop-envstate tests: run the CLI for real, wait on processes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+CLI = [sys.executable, "-m", "loop_envstate"]
+DEADLINE = 15.0  # generous: the box is a loaded 2-core machine
+
+
+def run_cli(
+    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The real CLI in a child interpreter, output captured."""
+    return subprocess.run(
+        [*CLI, *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=60,
+        check=False,
+    )
+
+
+def wait_for(predicate: Callable[[], bool], what: str, timeout: float = DEADLINE) -> None:
+    """Poll briefly until predicate holds; fail naming what never happened."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.01)
+    pytest.fail(f"timed out waiting for {what}")
+
+
+def cmdline(pid: int) -> list[bytes]:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return []
+    return raw.split(b"\0")[:-1]
+
+
+def wait_for_exec(pid: int, program: bytes) -> None:
+    """Wait until pid has exec'd into program (argv[0] ends with it)."""
+
+    def done() -> bool:
+        argv = cmdline(pid)
+        return bool(argv) and argv[0].rsplit(b"/", 1)[-1] == program
+
+    wait_for(done, f"pid {pid} to become {program.decode()}")
+
+
+def write_env(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
