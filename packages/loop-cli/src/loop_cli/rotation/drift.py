@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from loop_envstate import compare, fingerprint, process_environ
 
@@ -21,11 +21,10 @@ if TYPE_CHECKING:
     from loop_envstate import EnvFile
     from loop_tmux import Pane
 
+    from ..fleet import Fleet
+    from ..runtime import Runtime
+
 EnvironReader = Callable[[int], "Mapping[str, str] | None"]
-
-
-class PaneSource(Protocol):
-    def panes(self) -> list[Pane]: ...
 
 
 class DriftState(str, Enum):
@@ -148,16 +147,17 @@ def live_pids(panes: Iterable[Pane]) -> dict[str, tuple[int, ...]]:
 def environment_drift(
     records: Iterable[SessionRecord],
     declared: EnvFile,
-    tmux: PaneSource,
+    panes: Iterable[Pane],
     *,
     reader: EnvironReader = process_environ,
 ) -> DriftReport:
     """For every given (active) session: live pids, what they hold, how it compares.
 
-    Reads only: one `tmux.panes()` call (raises TmuxUnavailable when tmux does not
-    answer: "not running" would be a lie) and one environment read per live pid.
+    `panes` is one `Tmux.panes()` answer for the whole fleet (the caller reads it once;
+    a tmux that did not answer must not be passed as "no panes"). Reads only: one
+    environment read per live pid.
     """
-    by_session = live_pids(tmux.panes())
+    by_session = live_pids(panes)
     rows: list[DriftRow] = []
     for record in records:
         pids = by_session.get(record.tmux_name, ())
@@ -167,3 +167,44 @@ def environment_drift(
     for row in rows:
         counts[row.state.value] += 1
     return DriftReport(tuple(rows), tuple(declared.malformed), counts)
+
+
+def drift_line(report: DriftReport) -> str | None:
+    """The one status line, only when some session is stale."""
+    if report.stale == 0:
+        return None
+    return (
+        f"sessions: {report.stale} of {report.running} running with a stale environment"
+        " - run: the-loop sessions restart --all"
+    )
+
+
+def status_block(rt: Runtime, fleet: Fleet) -> dict[str, Any] | None:
+    """`status`'s sessionEnvironment block (None when no env.file is configured).
+
+    Uses the fleet status already read (no second tmux call). Every failure becomes an
+    `error` in the block and never a drift line: a status that cannot read the file,
+    tmux or /proc is still a status, and its exit code is never touched.
+    """
+    from loop_envstate import EnvFileError, declared
+
+    from .launcher import env_file_path
+
+    path = env_file_path(rt.config)
+    if path is None:
+        return None
+    if fleet.error is not None:
+        return {"file": str(path), "error": f"tmux did not answer: {fleet.error}"}
+    try:
+        env = declared(path)
+    except EnvFileError as err:
+        return {"file": str(path), "error": str(err)}
+    assert env is not None
+    records = rt.store.registry.list("active")
+    panes = [pane for group in fleet.panes.values() for pane in group]
+    report = environment_drift(records, env, panes)
+    block: dict[str, Any] = {"file": str(path), "error": None, **report.to_dict()}
+    line = drift_line(report)
+    if line is not None:
+        block["line"] = line
+    return block

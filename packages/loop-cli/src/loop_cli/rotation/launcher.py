@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from loop_envstate.launcher import launcher_argv
+from loop_envstate import launcher_argv
 
 if TYPE_CHECKING:
     from loop_dispatch import LaunchSpec, SessionRecord
+    from loop_envstate import EnvFile
 
     from ..config import Config
 
@@ -86,3 +87,27 @@ def build_launcher(config: Config, config_path: Path | None = None) -> EnvFileLa
         return None
     resolved = Path(os.path.abspath(config_path)) if config_path is not None else None
     return EnvFileLauncher(file=file, config_path=resolved)
+
+
+def require_env_file(config: Config) -> EnvFile:
+    """The file as it reads right now, for commands that cannot work without one.
+
+    Refuses (exit 2) naming the key when none is configured, or naming the path when
+    it is gone or unreadable: a rotation cannot be applied from a file that is not there.
+    """
+    from loop_envstate import EnvFileError, declared
+
+    from ..errors import UsageError
+
+    path = env_file_path(config)
+    if path is None:
+        raise UsageError(
+            "no env file configured: set env.file in the config to the file sessions "
+            "should hold (key env.file)"
+        )
+    try:
+        env = declared(path)
+    except EnvFileError as err:
+        raise UsageError(f"{err} (configured as env.file)") from None
+    assert env is not None
+    return env

@@ -1,0 +1,476 @@
+"""`sessions restart`: roll running sessions onto what the env file declares now.
+
+The core returns one row per selected session and never prints. A relaunch replaces
+the harness in its pane (`respawn-pane -k`, the session keeps its name and attached
+clients), resuming the same conversation in the same cwd under the env-file launcher.
+Nothing is touched until every check that can be made in advance has passed: a live
+agent is never killed for a relaunch that cannot start. Relaunches run concurrently
+(bounded) and share ONE survival window, so 50 sessions cost about what one does.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, ExitStack
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from loop_envstate import process_environ
+from loop_tmux import TmuxUnavailable
+
+from ..errors import UsageError
+from .drift import DriftRow, DriftState, NameDrift, classify, environment_drift, live_pids
+
+if TYPE_CHECKING:
+    from loop_dispatch import SessionRecord, WorkItemRef
+    from loop_envstate import EnvFile
+    from loop_tmux import Pane, RespawnResult
+
+    from ..runtime import Runtime
+    from .launcher import EnvFileLauncher
+
+EVENT_SOURCE = "sessions.restart"
+DEFAULT_WORKERS = 8
+DEFAULT_SURVIVAL_DELAY = 1.0
+LAUNCHER_CHECK_TIMEOUT = 15.0
+RESUME_PROMPT = (
+    "the-loop relaunched this session to load a refreshed environment "
+    "(sessions restart); continue where you left off."
+)
+"""The harness's prompt argument on a relaunch: there is no new comment to hand over."""
+
+
+class Outcome(str, Enum):
+    RESTARTED = "restarted"
+    UP_TO_DATE = "up-to-date"
+    WOULD_RESTART = "would-restart"  # --dry-run only
+    SKIPPED_NOT_RUNNING = "skipped-not-running"
+    SKIPPED_NOT_RESUMABLE = "skipped-not-resumable"
+    SKIPPED_UNREGISTERED = "skipped-unregistered"
+    FAILED = "failed"
+    VERIFIED_STALE = "verified-stale"
+    UNVERIFIED = "unverified"
+
+
+FAILING = frozenset({Outcome.FAILED, Outcome.VERIFIED_STALE})
+
+
+@dataclass(frozen=True)
+class Row:
+    """One selected session's outcome; `stale` lists differing names, fingerprints only."""
+
+    ref: str
+    tmux_name: str | None
+    outcome: Outcome
+    detail: str
+    stale: tuple[NameDrift, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ref": self.ref,
+            "tmuxName": self.tmux_name,
+            "outcome": self.outcome.value,
+            "detail": self.detail,
+            "stale": [n.to_dict() for n in self.stale],
+        }
+
+
+def exit_code(rows: Iterable[Row]) -> int:
+    """1 when any row failed or was verified stale; unverified alone never fails."""
+    return 1 if any(r.outcome in FAILING for r in rows) else 0
+
+
+@dataclass(frozen=True)
+class Selection:
+    """`--all`, or the named refs (in the order given, duplicates dropped)."""
+
+    all: bool
+    refs: tuple[WorkItemRef, ...] = ()
+
+
+def select(all_: bool, refs: Sequence[str]) -> Selection:
+    """Validate the command line's selection; refuses neither or both."""
+    from loop_dispatch import WorkItemRef
+
+    if all_ and refs:
+        raise UsageError("give either --all or one or more work item refs, not both")
+    if not all_ and not refs:
+        raise UsageError(
+            "nothing selected: give --all to restart every running session, "
+            "or one or more work item refs (e.g. github:OWNER/REPO#12)"
+        )
+    parsed: list[WorkItemRef] = []
+    for text in refs:
+        ref = WorkItemRef.parse(text)
+        if ref not in parsed:
+            parsed.append(ref)
+    return Selection(all_, tuple(parsed))
+
+
+class RegistryLike(Protocol):
+    def get(self, ref: WorkItemRef) -> SessionRecord | None: ...
+    def list(self, status: Any = None) -> list[SessionRecord]: ...
+
+
+class TmuxLike(Protocol):
+    def panes(self) -> list[Pane]: ...
+    def respawn(
+        self, name: str, argv: Sequence[str], cwd: Any, env: Mapping[str, str] | None = None
+    ) -> RespawnResult: ...
+    def survivors(self, names_: Iterable[str], delay: float = 1.0) -> dict[str, bool]: ...
+
+
+class AdapterLike(Protocol):
+    @property
+    def can_resume(self) -> bool: ...
+    def resume_argv(self, prompt: Any, conversation_id: str) -> list[str]: ...
+
+
+class EventSink(Protocol):
+    def emit(self, type: str, **kw: Any) -> Any: ...
+
+
+@dataclass
+class RestartDeps:
+    """Everything restart touches, injected so each piece can be modelled in tests."""
+
+    registry: RegistryLike
+    tmux: TmuxLike
+    launcher: EnvFileLauncher
+    adapter_for: Callable[[SessionRecord], AdapterLike | None]
+    events: EventSink | None = None
+    lock: Callable[[WorkItemRef], AbstractContextManager[Any]] | None = None
+    which: Callable[..., str | None] = shutil.which
+    reader: Callable[[int], Mapping[str, str] | None] = process_environ
+    launcher_check: Callable[[], str | None] | None = None
+    survival_delay: float = DEFAULT_SURVIVAL_DELAY
+    max_workers: int = DEFAULT_WORKERS
+    resume_prompt: str = RESUME_PROMPT
+    _launcher_reason: list[str | None] = field(default_factory=list)
+
+    def launcher_problem(self) -> str | None:
+        """Why the launcher cannot run (checked once per restart), or None."""
+        if not self._launcher_reason:
+            check = self.launcher_check or (lambda: check_launcher(self.launcher))
+            self._launcher_reason.append(check())
+        return self._launcher_reason[0]
+
+
+def check_launcher(launcher: EnvFileLauncher) -> str | None:
+    """Run `loop-envstate exec FILE -- true` once: proves the script resolves and reads
+    the file, without starting anything that matters. None when it ran."""
+    true = shutil.which("true") or "/bin/true"
+    argv = launcher.argv({}, [true])
+    try:
+        done = subprocess.run(
+            argv,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=LAUNCHER_CHECK_TIMEOUT,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return f"the launcher ({argv[0]}) did not finish within {LAUNCHER_CHECK_TIMEOUT:g}s"
+    except OSError as err:
+        return f"the launcher ({argv[0]}) cannot run: {err.strerror or err}"
+    if done.returncode != 0:
+        lines = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        said = f": {lines[-1]}" if lines else ""
+        return f"the launcher ({argv[0]}) exited {done.returncode}{said}"
+    return None
+
+
+def harness_problem(
+    program: str, declared: Mapping[str, str], which: Callable[..., str | None]
+) -> str | None:
+    """Why `program` would not start, or None. Looked up on the PATH the launcher's exec
+    will use: the file's PATH when it declares one, else this process's."""
+    if os.sep in program:
+        if os.path.isfile(program) and os.access(program, os.X_OK):
+            return None
+        return f"harness binary {program} does not exist or is not executable"
+    path = declared.get("PATH", os.environ.get("PATH", os.defpath))
+    if which(program, path=path):
+        return None
+    return f"harness binary {program!r} is not found on PATH"
+
+
+@dataclass
+class _Plan:
+    """A session chosen for relaunch: its record, drift row and full launch argv."""
+
+    record: SessionRecord
+    drift: DriftRow
+    argv: list[str]
+    env: dict[str, str]
+
+
+def _records(
+    selection: Selection, registry: RegistryLike
+) -> list[tuple[str, SessionRecord | None]]:
+    if selection.all:
+        return [(str(r.work_item), r) for r in registry.list("active")]
+    out: list[tuple[str, SessionRecord | None]] = []
+    for ref in selection.refs:
+        record = registry.get(ref)
+        out.append((str(ref), record if record is not None and record.active else None))
+    return out
+
+
+def _why_relaunch(row: DriftRow, force: bool) -> str:
+    if row.state is DriftState.STALE:
+        return "environment differs from the file: " + ", ".join(n.name for n in row.stale)
+    if row.state is DriftState.UNREADABLE:
+        return "environment cannot be read, relaunching to be sure"
+    return "--force: relaunching although up to date"
+
+
+def _plan_one(
+    record: SessionRecord, row: DriftRow, declared: EnvFile, force: bool, deps: RestartDeps
+) -> Row | _Plan:
+    """Decide one session without touching it: a final row, or a plan to relaunch."""
+    ref, name = str(record.work_item), record.tmux_name
+    if row.state is DriftState.NOT_RUNNING:
+        return Row(ref, name, Outcome.SKIPPED_NOT_RUNNING, "no live pane; not started")
+    if row.state is DriftState.CURRENT and not force:
+        return Row(ref, name, Outcome.UP_TO_DATE, "environment matches the file")
+    adapter = deps.adapter_for(record)
+    if adapter is None:
+        why = (
+            f"started by harness {record.harness!r}, which is not the configured one; left running"
+        )
+        return Row(ref, name, Outcome.SKIPPED_NOT_RESUMABLE, why, row.stale)
+    if not adapter.can_resume:
+        why = f"harness {record.harness!r} cannot resume a conversation; left running"
+        return Row(ref, name, Outcome.SKIPPED_NOT_RESUMABLE, why, row.stale)
+    if not record.conversation_id:
+        why = "no recorded conversation to resume; left running"
+        return Row(ref, name, Outcome.SKIPPED_NOT_RESUMABLE, why, row.stale)
+    harness_argv = adapter.resume_argv(deps.resume_prompt, record.conversation_id)
+    problems = [
+        p
+        for p in (
+            harness_problem(harness_argv[0], declared.values, deps.which),
+            deps.launcher_problem(),
+            None if Path(record.cwd).is_dir() else f"working directory {record.cwd} is gone",
+        )
+        if p
+    ]
+    if problems:
+        why = "cannot relaunch, left running: " + "; ".join(problems)
+        return Row(ref, name, Outcome.FAILED, why, row.stale)
+    spec = deps.launcher(record, harness_argv)
+    return _Plan(record, row, list(spec.argv), dict(spec.env))
+
+
+def plan(
+    selection: Selection, declared: EnvFile, deps: RestartDeps, *, force: bool
+) -> list[Row | _Plan]:
+    """Every selected session decided from one fleet read: final rows or relaunch plans."""
+    chosen = _records(selection, deps.registry)
+    report = environment_drift(
+        [r for _, r in chosen if r is not None], declared, deps.tmux.panes(), reader=deps.reader
+    )
+    out: list[Row | _Plan] = []
+    for ref, record in chosen:
+        if record is None:
+            out.append(Row(ref, None, Outcome.SKIPPED_UNREGISTERED, "no active session registered"))
+            continue
+        row = report.row(ref)
+        assert row is not None
+        out.append(_plan_one(record, row, declared, force, deps))
+    return out
+
+
+def _emit(deps: RestartDeps, row: Row, level: str, names: Sequence[str]) -> None:
+    """One event per relaunch (or refused relaunch): names only, never a value."""
+    if deps.events is None:
+        return
+    deps.events.emit(
+        "session.env_restart",
+        level=level,
+        source=EVENT_SOURCE,
+        work_item=row.ref,
+        detail={
+            "tmuxName": row.tmux_name,
+            "outcome": row.outcome.value,
+            "reason": row.detail,
+            "staleNames": list(names),
+        },
+    )
+
+
+def _respawn(deps: RestartDeps, item: _Plan) -> str | None:
+    """Relaunch one pane; the error text when tmux refused."""
+    try:
+        result = deps.tmux.respawn(item.record.tmux_name, item.argv, item.record.cwd, item.env)
+    except Exception as err:  # a worker thread must hand back a row, never lose one
+        return f"the relaunch could not be attempted: {type(err).__name__}: {err}"
+    if result.ok:
+        return None
+    if getattr(result, "session_missing", False):
+        return "the session disappeared before the relaunch"
+    return f"tmux refused the relaunch: {result.error}"
+
+
+def _verify(item: _Plan, pids: tuple[int, ...], declared: EnvFile, deps: RestartDeps) -> Row:
+    ref, name = str(item.record.work_item), item.record.tmux_name
+    state, stale = classify(declared.values, (deps.reader(pid) for pid in pids))
+    if state is DriftState.CURRENT:
+        was = ", ".join(n.name for n in item.drift.stale)
+        detail = "resumed; holds the file's values" + (f" (was stale: {was})" if was else "")
+        return Row(ref, name, Outcome.RESTARTED, detail)
+    if state is DriftState.STALE:
+        why = "relaunched but still differs: " + ", ".join(n.name for n in stale)
+        return Row(ref, name, Outcome.VERIFIED_STALE, why, stale)
+    if state is DriftState.UNREADABLE:
+        return Row(ref, name, Outcome.UNVERIFIED, "relaunched; its environment cannot be read")
+    return Row(ref, name, Outcome.FAILED, "the relaunched harness exited after the check")
+
+
+def _lock_all(
+    plans: Sequence[_Plan], deps: RestartDeps, locks: ExitStack, rows: dict[str, Row]
+) -> list[_Plan]:
+    """Take each item's lock (so no dispatcher acts on it mid-relaunch); a busy item is
+    left running and reported, never waited on forever."""
+    if deps.lock is None:
+        return list(plans)
+    held = []
+    for item in plans:
+        try:
+            locks.enter_context(deps.lock(item.record.work_item))
+        except Exception as err:
+            ref = str(item.record.work_item)
+            why = f"work item is busy ({err}); left running"
+            rows[ref] = Row(ref, item.record.tmux_name, Outcome.FAILED, why, item.drift.stale)
+            continue
+        held.append(item)
+    return held
+
+
+def relaunch(plans: Sequence[_Plan], declared: EnvFile, deps: RestartDeps) -> dict[str, Row]:
+    """Respawn every plan concurrently, wait ONE survival window, verify each by env."""
+    rows: dict[str, Row] = {}
+    if not plans:
+        return rows
+    with ExitStack() as locks:
+        ready = _lock_all(plans, deps, locks, rows)
+        if not ready:
+            return rows
+        workers = max(1, min(deps.max_workers, len(ready)))
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="restart") as pool:
+            errors = list(pool.map(lambda p: _respawn(deps, p), ready))
+        launched = []
+        for item, error in zip(ready, errors, strict=True):
+            if error is None:
+                launched.append(item)
+                continue
+            ref = str(item.record.work_item)
+            rows[ref] = Row(ref, item.record.tmux_name, Outcome.FAILED, error, item.drift.stale)
+        if launched:
+            rows.update(_survey(launched, declared, deps))
+    return rows
+
+
+def _survey(launched: Sequence[_Plan], declared: EnvFile, deps: RestartDeps) -> dict[str, Row]:
+    """ONE shared survival window and ONE pane read for every relaunched session."""
+    rows: dict[str, Row] = {}
+    try:
+        alive = deps.tmux.survivors([p.record.tmux_name for p in launched], deps.survival_delay)
+        pids = live_pids(deps.tmux.panes())
+    except TmuxUnavailable as err:
+        for item in launched:
+            ref = str(item.record.work_item)
+            why = f"relaunched; tmux did not answer the survival check ({err})"
+            rows[ref] = Row(ref, item.record.tmux_name, Outcome.UNVERIFIED, why)
+        return rows
+    for item in launched:
+        ref = str(item.record.work_item)
+        if not alive.get(item.record.tmux_name, False):
+            why = f"the relaunched harness exited within {deps.survival_delay:g}s"
+            rows[ref] = Row(ref, item.record.tmux_name, Outcome.FAILED, why)
+            continue
+        rows[ref] = _verify(item, pids.get(item.record.tmux_name, ()), declared, deps)
+    return rows
+
+
+def restart_sessions(
+    selection: Selection,
+    declared: EnvFile,
+    deps: RestartDeps,
+    *,
+    dry_run: bool = False,
+    force: bool = False,
+) -> list[Row]:
+    """One row per selected session, in selection order (registry order for --all).
+
+    `declared` is the file as read for this run. Only stale or unreadable sessions are
+    relaunched unless `force`; `dry_run` decides everything and touches nothing.
+    """
+    decided = plan(selection, declared, deps, force=force)
+    plans = [d for d in decided if isinstance(d, _Plan)]
+    if dry_run:
+        done = {
+            str(p.record.work_item): Row(
+                str(p.record.work_item),
+                p.record.tmux_name,
+                Outcome.WOULD_RESTART,
+                _why_relaunch(p.drift, force),
+                p.drift.stale,
+            )
+            for p in plans
+        }
+    else:
+        done = relaunch(plans, declared, deps)
+    rows: list[Row] = []
+    for item in decided:
+        if isinstance(item, _Plan):
+            row = done[str(item.record.work_item)]
+            if not dry_run:
+                names = [n.name for n in (row.stale or item.drift.stale)]
+                _emit(deps, row, "error" if row.outcome in FAILING else "info", names)
+        else:
+            row = item
+            if row.outcome is Outcome.FAILED and not dry_run:
+                _emit(deps, row, "error", [n.name for n in row.stale])
+        rows.append(row)
+    return rows
+
+
+LOCK_TIMEOUT = 10.0
+
+
+def deps_from_runtime(rt: Runtime, **overrides: Any) -> RestartDeps:
+    """Restart's collaborators from a command's runtime (the config's adapter, tmux,
+    registry, event log and per-item locks; the env-file launcher)."""
+    from loop_dispatch.lock import item_lock
+
+    from .launcher import EnvFileLauncher, build_launcher
+
+    launcher = rt.launcher if isinstance(rt.launcher, EnvFileLauncher) else None
+    if launcher is None:
+        launcher = build_launcher(rt.config)
+    if launcher is None:  # require_env_file refuses before this point
+        raise UsageError("no env file configured (key env.file)")
+    adapter = rt.adapter
+
+    def adapter_for(record: SessionRecord) -> AdapterLike | None:
+        # A conversation is resumed only by the harness that started it.
+        return adapter if getattr(adapter, "name", None) == record.harness else None
+
+    values: dict[str, Any] = {
+        "registry": rt.store.registry,
+        "tmux": rt.tmux,
+        "launcher": launcher,
+        "adapter_for": adapter_for,
+        "events": rt.event_log,
+        "lock": lambda ref: item_lock(rt.lock_dir, ref, timeout=LOCK_TIMEOUT),
+    }
+    values.update(overrides)
+    return RestartDeps(**values)
