@@ -66,6 +66,7 @@ class RepoCursor:
     issues_etag: str | None = None  # valid for exactly `issues_since`
     comments_etag: str | None = None  # valid for exactly `comments_since`
     settle_until: str | None = None  # list comments until then even on a 304
+    issues_latest: str | None = None  # newest issue update seen: a 200 without news is idle
     labeled: list[int] = field(default_factory=list)  # open items carrying the label
     watched: list[int] = field(default_factory=list)  # labeled or with an active session
 
@@ -79,6 +80,7 @@ class RepoCursor:
             issues_etag=obj.get("issues_etag"),
             comments_etag=obj.get("comments_etag"),
             settle_until=obj.get("settle_until"),
+            issues_latest=obj.get("issues_latest"),
             labeled=[int(n) for n in obj.get("labeled", [])],
             watched=[int(n) for n in obj.get("watched", [])],
         )
@@ -211,6 +213,10 @@ class GitHubSource:
             watched=watched,
         )
         result = _RepoResult(cursor, baseline=[opened_delivery_id(repository, n) for n in labeled])
+        # Prime the activity probe (its window, ETag and newest update); closings in the
+        # window are history, not events.
+        self._issues(repository, cursor, RepoCursor(**vars(cursor)), _RepoResult(cursor))
+        cursor.labeled = labeled
         comments = self._comments(repository, cursor, now)
         result.baseline.extend(
             comment_delivery_id(source_name(repository), str(c.id))
@@ -227,7 +233,7 @@ class GitHubSource:
         cursor.labeled = list(old.labeled)
         result = _RepoResult(cursor)
         seen = self._issues(repository, cursor, old, result)
-        changed = seen is not None
+        changed = seen is not None and cursor.issues_latest != old.issues_latest
         labeled = set(cursor.labeled)
         before = set(old.watched)
         watched = labeled | set(active)
@@ -283,6 +289,8 @@ class GitHubSource:
             if issue.state == "closed" and issue.number in old.watched:
                 result.events.append(self._closed(repository, issue))
         cursor.labeled = sorted(labeled)
+        if latest is not None:
+            cursor.issues_latest = max(old.issues_latest or "", _iso(latest))
         cursor.issues_since = _advance(old.issues_since, latest, self._overlap)
         # The ETag proves "nothing new" only for the same window and a single page.
         same_window = cursor.issues_since == old.issues_since
