@@ -1,0 +1,116 @@
+"""Fixtures for loop-cli's own tests: an isolated home, configs, a private tmux server.
+
+Every tmux server a test uses is private (`-L loop-test-cli-...`) and killed at teardown;
+TMUX/TMUX_PANE are removed so nothing can reach an operator's server.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from click.testing import CliRunner, Result
+
+
+@pytest.fixture
+def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private HOME, XDG dirs and cwd; no $THE_LOOP_CONFIG; no $TMUX."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(home / ".local" / "state"))
+    monkeypatch.setenv("THE_LOOP_DEMO_AGENT_DIR", str(tmp_path / "agent"))
+    for name in ("THE_LOOP_CONFIG", "TMUX", "TMUX_PANE"):
+        monkeypatch.delenv(name, raising=False)
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    return tmp_path
+
+
+@pytest.fixture
+def run_cli(isolated: Path) -> Callable[..., Result]:
+    """Invoke `the-loop ARGS...` in-process; returns click's Result."""
+    from loop_cli.main import cli
+
+    def invoke(*args: str, input: str | None = None) -> Result:
+        return CliRunner().invoke(cli, list(args), input=input, catch_exceptions=True)
+
+    return invoke
+
+
+@pytest.fixture
+def tmux_socket() -> Iterator[str]:
+    """A private tmux socket name; its server (ours alone) is killed at teardown."""
+    if shutil.which("tmux") is None:
+        pytest.skip("tmux is not installed")
+    name = f"loop-test-cli-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    yield name
+    env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
+    subprocess.run(["tmux", "-L", name, "kill-server"], capture_output=True, env=env, check=False)
+
+
+@pytest.fixture
+def write_config(isolated: Path) -> Callable[..., Path]:
+    """Write a config file (dict -> YAML) and point $THE_LOOP_CONFIG at it."""
+
+    def write(data: dict[str, Any] | None = None, *, use_env: bool = True) -> Path:
+        data = dict(data or {})
+        data.setdefault("stateDir", str(isolated / "state"))
+        path = isolated / "config.yaml"
+        path.write_text(yaml.safe_dump(data), encoding="utf-8")
+        if use_env:
+            os.environ["THE_LOOP_CONFIG"] = str(path)
+        return path
+
+    return write
+
+
+@pytest.fixture
+def loop_config(write_config: Callable[..., Path], tmux_socket: str, isolated: Path) -> Path:
+    """A config on a private tmux socket, running the bundled demo agent."""
+    (isolated / "work").mkdir(exist_ok=True)
+    return write_config(
+        {
+            "routing": {"tmuxSocket": tmux_socket},
+            "harness": {"cwd": str(isolated / "work")},
+        }
+    )
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 15.0, interval: float = 0.05) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value or time.monotonic() >= deadline:
+            return value
+        time.sleep(interval)
+
+
+@pytest.fixture
+def wait() -> Callable[..., Any]:
+    return wait_for
+
+
+@pytest.fixture
+def conversation(isolated: Path) -> Callable[[str], list[dict[str, Any]]]:
+    """Records of the demo agent's conversation `cid` (empty while it does not exist)."""
+    from loop_cli.demo_agent import read_conversation
+
+    def read(cid: str) -> list[dict[str, Any]]:
+        path = isolated / "agent" / f"{cid}.jsonl"
+        try:
+            return read_conversation(path)
+        except (OSError, ValueError):
+            return []
+
+    return read

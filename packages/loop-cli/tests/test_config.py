@@ -1,0 +1,166 @@
+"""Config: validation messages, the search order, defaults, and `config check`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from loop_cli.config import Config, load_config, parse_text
+from loop_cli.errors import ConfigError
+
+
+def _errors(text: str, tmp_path: Path) -> list[str]:
+    with pytest.raises(ConfigError) as info:
+        parse_text(text, tmp_path / "c.yaml")
+    return info.value.problems
+
+
+def test_unknown_key_named_with_its_path(tmp_path: Path) -> None:
+    problems = _errors("harness:\n  adapter: generic\n  argvv: [x]\n", tmp_path)
+    assert problems == [f"{tmp_path / 'c.yaml'}: harness.argvv: unknown key"]
+
+
+def test_snake_case_spelling_is_an_unknown_key(tmp_path: Path) -> None:
+    problems = _errors("state_dir: /x\n", tmp_path)
+    assert problems == [f"{tmp_path / 'c.yaml'}: state_dir: unknown key"]
+
+
+def test_every_problem_gets_its_own_line(tmp_path: Path) -> None:
+    problems = _errors(
+        "tracker: jira\npolling: {intervalSeconds: 0}\nwebhook: {port: 70000}\n"
+        "github: {tokenEnv: 'ghp_abc def', repositories: [nope]}\n"
+        "routing: {tmuxSocket: 'a/b'}\n",
+        tmp_path,
+    )
+    text = "\n".join(problems)
+    assert len(problems) == 6
+    assert "tracker: must be one of 'local' or 'github' (got 'jira')" in text
+    assert "polling.intervalSeconds: Input should be greater than 0" in text
+    assert "webhook.port:" in text
+    assert "github.tokenEnv: must be the NAME of an environment variable" in text
+    assert "github.repositories: 'nope' is not OWNER/REPO" in text
+    assert "routing.tmuxSocket:" in text
+    assert all(p.startswith(str(tmp_path / "c.yaml") + ": ") for p in problems)
+
+
+def test_yaml_syntax_error_has_line_and_column(tmp_path: Path) -> None:
+    problems = _errors("tracker: local\nharness:\n  argv: [a, b\n", tmp_path)
+    assert len(problems) == 1
+    assert problems[0].startswith(f"{tmp_path / 'c.yaml'}:4:")
+    assert "YAML syntax error" in problems[0]
+
+
+def test_top_level_must_be_a_mapping(tmp_path: Path) -> None:
+    assert "top level must be a mapping" in _errors("- a\n- b\n", tmp_path)[0]
+
+
+def test_empty_file_is_all_defaults(tmp_path: Path) -> None:
+    assert parse_text("", tmp_path / "c.yaml") == Config()
+
+
+def test_camel_case_keys_and_path_handling(tmp_path: Path, isolated: Path) -> None:
+    cfg = parse_text(
+        "stateDir: ~/st\nharness: {cwd: rel/work, cwdByProject: {o/r: ~/o}}\n"
+        "eventLog: {path: logs/e.jsonl}\nenv: {file: ~/.env}\n"
+        "sessions: {killHarnessOnClose: false}\nservices: {webhook: true}\n",
+        tmp_path / "c.yaml",
+    )
+    home = Path.home()
+    assert cfg.state_dir == home / "st"
+    assert cfg.harness.cwd == tmp_path / "rel" / "work"  # relative to the file
+    assert cfg.cwd_for_project("o/r") == home / "o"
+    assert cfg.cwd_for_project("other") == tmp_path / "rel" / "work"
+    assert cfg.event_log_path() == tmp_path / "logs" / "e.jsonl"
+    assert cfg.env.file == home / ".env"
+    assert cfg.sessions.kill_harness_on_close is False
+    assert cfg.services.webhook is True
+
+
+def test_defaults_without_any_config(isolated: Path) -> None:
+    loaded = load_config(None)
+    assert loaded.path is None
+    assert loaded.origin == "defaults"
+    cfg = loaded.config
+    assert cfg.tracker == "local"
+    assert cfg.effective_state_dir() == isolated / "home" / ".local" / "state" / "the-loop"
+    assert cfg.event_log_path() == cfg.effective_state_dir() / "events.jsonl"
+    fresh, resume = cfg.harness.generic_argv()
+    assert fresh[1:3] == ["-m", "loop_cli.demo_agent"]
+    assert "--session-id" in fresh
+    assert resume is not None
+    assert "--resume" in resume
+
+
+def _write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def test_search_order(isolated: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    user = _write(isolated / "home" / ".config" / "the-loop" / "config.yaml", "tracker: local\n")
+    assert load_config(None).path == user
+    local = _write(Path(".the-loop/config.yaml"), "tracker: local\n")
+    assert load_config(None).path == local.resolve()
+    env = _write(isolated / "env.yaml", "tracker: local\n")
+    monkeypatch.setenv("THE_LOOP_CONFIG", str(env))
+    assert load_config(None).path == env
+    flag = _write(isolated / "flag.yaml", "tracker: local\n")
+    loaded = load_config(str(flag))
+    assert (loaded.path, loaded.origin) == (flag, "--config")
+
+
+def test_named_config_must_exist(isolated: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(ConfigError, match="config file not found"):
+        load_config(str(isolated / "missing.yaml"))
+    monkeypatch.setenv("THE_LOOP_CONFIG", str(isolated / "gone.yaml"))
+    with pytest.raises(ConfigError, match=r"gone\.yaml: config file not found"):
+        load_config(None)
+    with pytest.raises(ConfigError, match="is a directory"):
+        load_config(str(isolated))
+
+
+def test_cli_config_error_is_one_line_per_problem_exit_2(run_cli, isolated: Path) -> None:
+    bad = _write(isolated / "bad.yaml", "tracker: jira\nbogus: 1\n")
+    result = run_cli("--config", str(bad), "config", "check")
+    assert result.exit_code == 2
+    lines = result.stderr.strip().splitlines()
+    assert lines == [
+        f"Error: {bad}: tracker: must be one of 'local' or 'github' (got 'jira')",
+        f"Error: {bad}: bogus: unknown key",
+    ]
+    assert "Traceback" not in result.output
+
+
+def test_config_check_shows_effective_config_without_secret_values(
+    run_cli, write_config, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    token = "ghp_DISTINCTIVE_TOKEN_VALUE_123"
+    monkeypatch.setenv("GITHUB_TOKEN", token)
+    monkeypatch.setenv("THE_LOOP_WEBHOOK_SECRET", "whsec_DISTINCTIVE_456")
+    write_config(
+        {
+            "tracker": "github",
+            "github": {"repositories": ["o/r"]},
+            "harness": {"adapter": "claude-code", "extraArgs": ["--api-key=sk-SECRET789", "-v"]},
+        }
+    )
+    result = run_cli("config", "check")
+    assert result.exit_code == 0, result.output
+    for secret in (token, "whsec_DISTINCTIVE_456", "sk-SECRET789"):
+        assert secret not in result.output
+    assert "tokenEnv: GITHUB_TOKEN (set)" in result.output
+    assert "--api-key=<redacted>" in result.output
+    data = json.loads(run_cli("config", "check", "--format", "json").output)
+    assert data["effective"]["github"]["repositories"] == ["o/r"]
+    assert data["effective"]["harness"]["extraArgs"] == ["--api-key=<redacted>", "-v"]
+    assert data["origin"] == "$THE_LOOP_CONFIG"
+
+
+def test_config_check_on_defaults(run_cli) -> None:
+    result = run_cli("config", "check")
+    assert result.exit_code == 0
+    assert "none found: embedded defaults" in result.output
+    assert "loop_cli.demo_agent" in result.output

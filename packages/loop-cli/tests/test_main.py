@@ -1,0 +1,114 @@
+"""The root command: lazy loading, --version, and the one-line error model."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from loop_cli import __version__
+from loop_cli.errors import OperationalError, UsageError
+from loop_cli.lazy import LazyGroup, RootGroup
+from loop_cli.main import COMMANDS
+
+
+def _imported_after(args: list[str]) -> set[str]:
+    code = (
+        "import sys\nfrom loop_cli.main import cli\n"
+        f"try:\n    cli({args!r}, prog_name='the-loop')\nexcept SystemExit:\n    pass\n"
+        "print('\\n'.join(sorted(sys.modules)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return set(out.stdout.split())
+
+
+@pytest.mark.parametrize("args", [["--version"], ["--help"]])
+def test_fast_paths_import_nothing_heavy(args: list[str]) -> None:
+    mods = _imported_after(args)
+    for heavy in ("pydantic", "yaml", "sqlite3", "loop_dispatch", "loop_tmux", "httpx"):
+        assert heavy not in mods, f"{args} imported {heavy}"
+    assert not any(m.startswith("loop_cli.commands.") for m in mods)
+
+
+def test_version(run_cli) -> None:
+    result = run_cli("--version")
+    assert result.exit_code == 0
+    assert result.output.strip() == f"the-loop {__version__}"
+
+
+def test_help_lists_every_installed_command(run_cli) -> None:
+    result = run_cli("--help")
+    assert result.exit_code == 0
+    for name in ("status", "sessions", "item", "poll", "events", "demo", "config"):
+        assert f"  {name} " in result.output
+
+
+def test_pre_registered_names() -> None:
+    assert COMMANDS["gh-webhook"][0] == "loop_cli.commands.webhook:gh_webhook"
+    assert COMMANDS["env"][0] == "loop_cli.commands.env:env"
+    from loop_cli.commands.sessions import LAZY
+
+    assert LAZY["restart"][0] == "loop_cli.commands.restart:restart"
+
+
+def test_unknown_command_is_usage_error(run_cli) -> None:
+    result = run_cli("frobnicate")
+    assert result.exit_code == 2
+    assert "No such command" in result.output
+
+
+def _group_raising(exc: BaseException) -> click.Group:
+    @click.group(cls=RootGroup)
+    def root() -> None:
+        pass
+
+    @root.command()
+    def boom() -> None:
+        raise exc
+
+    return root
+
+
+@pytest.mark.parametrize(
+    ("exc", "code"),
+    [(UsageError("bad usage"), 2), (OperationalError("could not"), 1)],
+)
+def test_project_errors_become_one_line(exc: Exception, code: int) -> None:
+    result = CliRunner().invoke(_group_raising(exc), ["boom"])
+    assert result.exit_code == code
+    assert result.output == f"Error: {exc}\n"
+
+
+def test_library_errors_are_classified_by_type() -> None:
+    from loop_dispatch import RefError
+    from loop_dispatch.store import StoreError
+
+    result = CliRunner().invoke(_group_raising(RefError("bad ref")), ["boom"])
+    assert (result.exit_code, result.output) == (2, "Error: bad ref\n")
+    from pathlib import Path
+
+    result = CliRunner().invoke(_group_raising(StoreError(Path("/s"), "newer schema")), ["boom"])
+    assert result.exit_code == 1
+    assert result.output == "Error: state store /s: newer schema\n"
+
+
+def test_a_bug_keeps_its_traceback() -> None:
+    result = CliRunner().invoke(_group_raising(ZeroDivisionError("bug")), ["boom"])
+    assert isinstance(result.exception, ZeroDivisionError)
+
+
+def test_lazy_group_hides_a_missing_module_and_imports_on_use() -> None:
+    group = LazyGroup(
+        name="g",
+        lazy={
+            "gone": ("loop_cli.commands.no_such_module:x", "missing"),
+            "check": ("loop_cli.commands.config_cmd:config", "present"),
+        },
+    )
+    ctx = click.Context(group)
+    assert group.list_commands(ctx) == ["check"]
+    assert group.get_command(ctx, "gone") is None
+    assert group.get_command(ctx, "check").name == "config"
