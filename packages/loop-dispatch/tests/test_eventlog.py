@@ -1,0 +1,187 @@
+"""Event log: schema, filters, redaction, rotation, several writer processes, follow."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import threading
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from loop_dispatch.eventlog import EventLog, redact_detail
+from loop_dispatch.model import WorkItemRef
+
+REF = WorkItemRef.parse("github:acme/widgets#7")
+
+
+def test_record_schema(tmp_path: Path) -> None:
+    log = EventLog(tmp_path / "e.jsonl")
+    log.emit(
+        "dispatch.delivered",
+        source="dispatcher",
+        work_item=REF,
+        delivery_id="d1",
+        detail={"tmux_name": "loop-x"},
+    )
+    line = (tmp_path / "e.jsonl").read_text().splitlines()[0]
+    rec = json.loads(line)
+    assert list(rec) == ["ts", "type", "level", "source", "workItem", "deliveryId", "detail"]
+    assert rec["workItem"] == "github:acme/widgets#7"
+    assert rec["level"] == "info"
+    assert datetime.fromisoformat(rec["ts"]).tzinfo is not None
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "body",
+        "Body",
+        "comment_body",
+        "token",
+        "githubToken",
+        "GITHUB_TOKEN",
+        "secret",
+        "password",
+        "value",
+        "env",
+        "env_values",
+        "text",
+        "prompt",
+        "authorization",
+        "api_key",
+    ],
+)
+def test_detail_keys_that_could_carry_secrets_or_bodies_are_stripped(tmp_path, key) -> None:
+    log = EventLog(tmp_path / "e.jsonl")
+    log.emit(
+        "x.y",
+        source="t",
+        detail={key: "SENSITIVE-123", "reason": "ok", "nested": {key: "SENSITIVE-456"}},
+    )
+    raw = (tmp_path / "e.jsonl").read_text()
+    assert "SENSITIVE" not in raw
+    rec = json.loads(raw)
+    assert rec["detail"]["reason"] == "ok"
+    assert key in rec["detail"]["redacted"]
+
+
+def test_fingerprints_pass_redaction() -> None:
+    clean, stripped = redact_detail({"env_fp": {"A": "abc"}, "token_fingerprint": "f00"})
+    assert clean == {"env_fp": {"A": "abc"}, "token_fingerprint": "f00"}
+    assert stripped == []
+
+
+def test_unknown_level_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="level"):
+        EventLog(tmp_path / "e").emit("x", level="loud", source="t")
+
+
+def test_filters(tmp_path: Path) -> None:
+    log = EventLog(tmp_path / "e.jsonl")
+    other = WorkItemRef.parse("local:demo#1")
+    log.emit("dispatch.delivered", source="d", work_item=REF, delivery_id="d1")
+    log.emit("dispatch.duplicate", level="debug", source="d", work_item=REF, delivery_id="d1")
+    log.emit("session.spawned", source="d", work_item=other, delivery_id="d2")
+    log.emit("dispatch.failed", level="warning", source="d", work_item=other, delivery_id="d3")
+    assert [r["type"] for r in log.read("dispatch.*")] == [
+        "dispatch.delivered",
+        "dispatch.duplicate",
+        "dispatch.failed",
+    ]
+    assert [r["type"] for r in log.read("session.*,dispatch.failed")] == [
+        "session.spawned",
+        "dispatch.failed",
+    ]
+    assert [r["deliveryId"] for r in log.read(work_item=other)] == ["d2", "d3"]
+    assert [r["type"] for r in log.read(delivery_id="d1")] == [
+        "dispatch.delivered",
+        "dispatch.duplicate",
+    ]
+    assert [r["type"] for r in log.read(level="warning")] == ["dispatch.failed"]
+    assert len(log.read(level="info")) == 3
+    assert [r["deliveryId"] for r in log.read(limit=2)] == ["d2", "d3"]
+    future = datetime.now(timezone.utc) + timedelta(minutes=1)
+    assert log.read(since=future) == []
+    assert len(log.read(since=datetime.now(timezone.utc) - timedelta(minutes=1))) == 4
+
+
+def test_torn_lines_are_skipped(tmp_path: Path) -> None:
+    path = tmp_path / "e.jsonl"
+    log = EventLog(path)
+    log.emit("a.b", source="t")
+    with path.open("a") as fh:
+        fh.write('{"type": "half')
+        fh.write("\n[1, 2]\n")
+    log.emit("a.c", source="t")
+    assert [r["type"] for r in log.read()] == ["a.b", "a.c"]
+
+
+def test_rotation_keeps_backups_and_read_spans_them(tmp_path: Path) -> None:
+    path = tmp_path / "e.jsonl"
+    log = EventLog(path, max_bytes=2000, backups=3)
+    for i in range(60):
+        log.emit("n.x", source="t", detail={"i": i})
+    files = log.files()
+    assert path.with_name("e.jsonl.1") in files
+    assert not path.with_name("e.jsonl.4").exists()
+    seen = [r["detail"]["i"] for r in log.read()]
+    assert seen == sorted(seen)  # oldest first across files
+    assert seen[-1] == 59
+    assert all(p.stat().st_size < 2000 + 300 for p in files)
+
+
+WRITER = textwrap.dedent(
+    """
+    import sys
+    from loop_dispatch.eventlog import EventLog
+    log = EventLog(sys.argv[1], max_bytes=20000, backups=50)
+    for i in range(300):
+        log.emit("w.x", source=sys.argv[2], detail={"i": i, "pad": "p" * 40})
+    """
+)
+
+
+def test_several_writer_processes_never_interleave_or_lose_records(tmp_path: Path) -> None:
+    path = tmp_path / "e.jsonl"
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(path), f"w{n}"]) for n in range(4)]
+    for p in procs:
+        assert p.wait(timeout=60) == 0
+    log = EventLog(path, max_bytes=20000, backups=50)
+    assert len(log.files()) > 2  # rotation happened under concurrent writers
+    for f in log.files():
+        for line in f.read_bytes().splitlines():
+            json.loads(line)  # every line is one whole record
+    records = log.read()
+    for n in range(4):
+        mine = [r["detail"]["i"] for r in records if r["source"] == f"w{n}"]
+        assert sorted(mine) == list(range(300))
+
+
+def test_follow_yields_new_records_across_rotation(tmp_path: Path) -> None:
+    path = tmp_path / "e.jsonl"
+    log = EventLog(path, max_bytes=1500, backups=5)
+    log.emit("old.x", source="t")
+    got: list[str] = []
+    gen = log.follow("new.*", interval=0.02)
+
+    def consume() -> None:
+        for rec in gen:
+            got.append(rec["detail"]["i"])
+            if len(got) == 30:
+                return
+
+    thread = threading.Thread(target=consume, daemon=True)
+    thread.start()
+    import time
+
+    time.sleep(0.3)
+    for i in range(30):
+        log.emit("new.x", source="t", detail={"i": i})
+        log.emit("noise.x", source="t", detail={"i": -1})
+        time.sleep(0.01)
+    thread.join(timeout=15)
+    assert got == list(range(30))
