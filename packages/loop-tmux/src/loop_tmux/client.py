@@ -396,7 +396,7 @@ class Tmux:
         alone. remain-on-exit keeps the pane and its scrollback. Returns True when no live
         pid remains; False when tmux did not answer or something survived SIGKILL.
         """
-        if not isinstance(name, str) or not names.TERMINATE_NAME_RE.match(name):
+        if not isinstance(name, str) or not names.TERMINATE_NAME_RE.fullmatch(name):
             raise ValueError(f"refusing to terminate {name!r}: not a loop-* session name")
         try:
             pids = self.pane_pids(name)

@@ -19,7 +19,7 @@ TERMINATE_NAME_RE = re.compile(r"^loop-[A-Za-z0-9._-]+$")
 
 def check_name(name: str) -> str:
     """Return ``name`` if tmux would keep it verbatim; raise ValueError otherwise."""
-    if not isinstance(name, str) or not SESSION_NAME_RE.match(name):
+    if not isinstance(name, str) or not SESSION_NAME_RE.fullmatch(name):
         raise ValueError(
             f"invalid tmux session name {name!r}: must match {SESSION_NAME_RE.pattern}"
         )
