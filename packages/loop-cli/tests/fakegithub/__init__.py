@@ -8,5 +8,6 @@ lag, injectable 5xx and slow responses, `GET /user`, and a request log.
 """
 
 from .server import FakeComment, FakeGitHub, FakeIssue
+from .serving import served
 
-__all__ = ["FakeComment", "FakeGitHub", "FakeIssue"]
+__all__ = ["FakeComment", "FakeGitHub", "FakeIssue", "served"]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import socket
 import threading
 import time
 from collections import Counter
@@ -13,11 +12,12 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 from urllib.parse import urlencode
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+
+from .serving import served
 
 UTC = timezone.utc
 
@@ -82,8 +82,7 @@ class FakeGitHub:
         self.requests: list[tuple[str, str, int]] = []  # (path, query, status)
         self._lock = threading.Lock()
         self._next_id = 1000
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
+        self._serving: Any = None
         self.port = 0
 
     # ------------------------------------------------------------------ model
@@ -340,28 +339,13 @@ class FakeGitHub:
 
     # ------------------------------------------------------------------ server
     def __enter__(self) -> FakeGitHub:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
-        self.port = sock.getsockname()[1]
-        config = uvicorn.Config(self.app(), log_level="warning", access_log=False, lifespan="off")
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(
-            target=self._server.run, kwargs={"sockets": [sock]}, daemon=True
-        )
-        self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self._server.started:
-            if time.monotonic() > deadline or not self._thread.is_alive():
-                raise RuntimeError("fake GitHub did not start")
-            time.sleep(0.01)
+        self._serving = served(self.app(), lifespan="off")
+        url = self._serving.__enter__()
+        self.port = int(url.rsplit(":", 1)[1])
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=10)
+        self._serving.__exit__(None, None, None)
 
     @property
     def api_url(self) -> str:

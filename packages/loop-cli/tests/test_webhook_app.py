@@ -1,0 +1,370 @@
+"""The webhook app in-process: every status code, the filters, dedupe, the worker."""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import httpx
+from fakegithub import served
+
+from loop_cli.webhook.app import create_app
+from loop_cli.webhook.seen import StoreSeen
+from loop_cli.webhook.verify import sign, verify_signature
+from loop_dispatch import Event, EventKind, WorkItemRef, comment_delivery_id
+
+SECRET = b"s3cret-webhook"
+REPO = "octo/app"
+
+
+def issue(number: int = 5, labels: tuple[str, ...] = ("the-loop",), state: str = "open") -> dict:
+    return {
+        "number": number,
+        "title": "Fix it",
+        "body": "Details here.",
+        "user": {"login": "alice"},
+        "labels": [{"name": n} for n in labels],
+        "state": state,
+        "html_url": f"https://github.com/{REPO}/issues/{number}",
+        "created_at": "2026-01-01T10:00:00Z",
+        "updated_at": "2026-01-01T11:00:00Z",
+        "closed_at": "2026-01-01T11:00:00Z" if state == "closed" else None,
+    }
+
+
+def comment_payload(login: str = "alice", body: str = "do the thing", cid: int = 77) -> dict:
+    return {
+        "action": "created",
+        "issue": issue(),
+        "comment": {
+            "id": cid,
+            "user": {"login": login},
+            "body": body,
+            "html_url": f"https://github.com/{REPO}/issues/5#issuecomment-{cid}",
+            "created_at": "2026-01-01T11:00:00Z",
+            "updated_at": "2026-01-01T11:00:00Z",
+        },
+        "repository": {"full_name": REPO},
+        "sender": {"login": login},
+    }
+
+
+class Sink:
+    """The handler: records events from the worker thread."""
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+        self.threads: set[str] = set()
+        self.arrived = threading.Condition()
+
+    def __call__(self, event: Event) -> None:
+        with self.arrived:
+            self.events.append(event)
+            self.threads.add(threading.current_thread().name)
+            self.arrived.notify_all()
+
+    def wait(self, n: int, timeout: float = 10.0) -> list[Event]:
+        with self.arrived:
+            self.arrived.wait_for(lambda: len(self.events) >= n, timeout)
+        return list(self.events)
+
+
+@pytest.fixture
+def sink() -> Sink:
+    return Sink()
+
+
+@pytest.fixture
+def client(sink: Sink):
+    app = create_app(
+        SECRET,
+        sink,
+        authorized_actors=["Alice"],
+        trigger_label="the-loop",
+        own_login="loop-bot",
+        max_body=64 * 1024,
+    )
+    with served(app) as url, httpx.Client(base_url=url, timeout=10) as c:
+        yield c
+
+
+def post(
+    client: httpx.Client,
+    payload: Any,
+    event: str = "issue_comment",
+    *,
+    delivery: str = "d-1",
+    secret: bytes | None = SECRET,
+    raw: bytes | None = None,
+    headers: dict[str, str] | None = None,
+):
+    body = raw if raw is not None else json.dumps(payload).encode()
+    h = {"Content-Type": "application/json", "X-GitHub-Event": event, "X-GitHub-Delivery": delivery}
+    if secret is not None:
+        h["X-Hub-Signature-256"] = sign(secret, body)
+    h.update(headers or {})
+    return client.post("/", content=body, headers=h)
+
+
+def test_signature_roundtrip_and_tampering() -> None:
+    body = b'{"a": 1}'
+    good = sign(SECRET, body)
+    assert verify_signature(SECRET, body, good)
+    assert not verify_signature(SECRET, body + b" ", good)
+    assert not verify_signature(b"other", body, good)
+    assert not verify_signature(SECRET, body, good.replace("sha256=", "sha1="))
+    assert not verify_signature(SECRET, body, None)
+    assert not verify_signature(SECRET, body, "sha256=zz\u00e9")
+
+
+def test_signed_comment_is_accepted_and_dispatched_off_the_loop(client, sink: Sink) -> None:
+    r = post(client, comment_payload())
+    assert r.status_code == 202
+    assert r.json()["status"] == "accepted"
+    [event] = sink.wait(1)
+    assert event.kind is EventKind.COMMENT
+    assert event.work_item == WorkItemRef.parse(f"github:{REPO}#5")
+    assert event.delivery_id == comment_delivery_id(f"github:{REPO}", "77")
+    assert event.body == "do the thing"
+    assert sink.threads == {"the-loop-webhook-worker"}
+
+
+def test_missing_or_wrong_signature_is_401(client, sink: Sink) -> None:
+    assert post(client, comment_payload(), secret=None).status_code == 401
+    assert post(client, comment_payload(), secret=b"wrong").status_code == 401
+    r = post(client, comment_payload(), headers={"X-Hub-Signature-256": "sha256=" + "0" * 64})
+    assert r.status_code == 401
+    assert sink.events == []
+
+
+def test_non_json_content_type_is_415(client) -> None:
+    r = post(
+        client, comment_payload(), headers={"Content-Type": "application/x-www-form-urlencoded"}
+    )
+    assert r.status_code == 415
+
+
+def raw_status(base_url: str, head: str, body: bytes = b"") -> int:
+    """Send bytes a well-behaved client would refuse to (a lying Content-Length)."""
+    host, port = base_url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as conn:
+        conn.sendall(head.replace("\n", "\r\n").encode() + b"\r\n" + body)
+        reply = conn.recv(4096).decode("latin-1")
+    return int(reply.split(" ", 2)[1])
+
+
+HEAD = (
+    "POST / HTTP/1.1\nHost: localhost\nContent-Type: application/json\n"
+    "X-GitHub-Event: issue_comment\nX-GitHub-Delivery: raw-1\n"
+)
+
+
+def test_declared_oversize_is_413_before_reading(client) -> None:
+    # Ten megabytes declared, two bytes sent: the answer comes without waiting for the rest.
+    head = HEAD + f"Content-Length: {10 * 1024 * 1024}\n"
+    assert raw_status(str(client.base_url).rstrip("/"), head, b"{}") == 413
+
+
+def test_unreadable_content_length_is_400(client) -> None:
+    assert raw_status(str(client.base_url).rstrip("/"), HEAD + "Content-Length: ten\n") == 400
+
+
+def test_oversize_body_is_413(client) -> None:
+    payload = comment_payload(body="x" * (80 * 1024))
+    assert post(client, payload).status_code == 413
+
+
+def test_chunked_body_over_the_cap_is_413(client) -> None:
+    def chunks():
+        for _ in range(100):
+            yield b"x" * 1024
+
+    r = client.post(
+        "/",
+        content=chunks(),
+        headers={
+            "Content-Type": "application/json",
+            "X-GitHub-Event": "issue_comment",
+            "X-GitHub-Delivery": "d-chunked",
+            "X-Hub-Signature-256": "sha256=00",
+        },
+    )
+    assert r.status_code == 413
+
+
+@pytest.mark.parametrize(
+    ("raw", "headers", "reason"),
+    [
+        (b"{not json", {}, "not valid JSON"),
+        (b"[]", {}, "expected a JSON object"),
+        (
+            json.dumps({"action": "created", "repository": {"full_name": REPO}}).encode(),
+            {},
+            "issue",
+        ),
+        (b"{}", {"X-GitHub-Event": ""}, "X-GitHub-Event"),
+        (b"{}", {"X-GitHub-Delivery": ""}, "X-GitHub-Delivery"),
+        (b"\xff\xfe", {}, "not valid JSON"),
+    ],
+)
+def test_malformed_is_400_with_a_reason(client, raw: bytes, headers: dict, reason: str) -> None:
+    r = post(client, None, raw=raw, headers=headers)
+    assert r.status_code == 400
+    assert reason in r.json()["reason"]
+
+
+def test_ping_is_200(client) -> None:
+    r = post(client, {"zen": "Keep it logically awesome."}, event="ping")
+    assert r.status_code == 200
+    assert r.json()["status"] == "pong"
+
+
+@pytest.mark.parametrize(
+    ("payload", "event", "reason"),
+    [
+        (comment_payload(login="mallory"), "issue_comment", "not an authorized actor"),
+        (comment_payload(login="Loop-Bot"), "issue_comment", "own account"),
+        (comment_payload(body="<!-- the-loop -->\nreport"), "issue_comment", "marker"),
+        ({**comment_payload(), "action": "edited"}, "issue_comment", "action 'edited'"),
+        (
+            {"action": "opened", "repository": {"full_name": REPO}, "issue": issue()},
+            "issues",
+            "action 'opened'",
+        ),
+        (
+            {
+                "action": "labeled",
+                "label": {"name": "bug"},
+                "issue": issue(),
+                "repository": {"full_name": REPO},
+            },
+            "issues",
+            "not the trigger label",
+        ),
+        ({"ref": "main"}, "push", "'push' is not handled"),
+    ],
+)
+def test_ignored_deliveries_are_202_with_a_reason(client, sink, payload, event, reason) -> None:
+    r = post(client, payload, event=event)
+    assert r.status_code == 202
+    assert r.json()["status"] == "ignored"
+    assert reason in r.json()["reason"]
+    time.sleep(0.05)
+    assert sink.events == []
+
+
+def test_labeled_with_trigger_opens_and_closed_closes(client, sink: Sink) -> None:
+    labeled = {
+        "action": "labeled",
+        "label": {"name": "the-loop"},
+        "issue": issue(),
+        "repository": {"full_name": REPO},
+        "sender": {"login": "alice"},
+    }
+    closed = {
+        "action": "closed",
+        "issue": issue(state="closed"),
+        "repository": {"full_name": REPO},
+        "sender": {"login": "bob"},
+    }
+    assert post(client, labeled, event="issues", delivery="a").status_code == 202
+    assert post(client, closed, event="issues", delivery="b").status_code == 202
+    opened, closing = sink.wait(2)
+    assert opened.kind is EventKind.OPENED
+    assert opened.delivery_id == f"opened:github:{REPO}#5"
+    assert opened.body == "Fix it\n\nDetails here."
+    assert closing.kind is EventKind.CLOSED
+    assert closing.actor == "bob"
+
+
+def test_redelivery_is_answered_duplicate_and_not_dispatched(client, sink: Sink) -> None:
+    assert post(client, comment_payload(), delivery="same").status_code == 202
+    r = post(client, comment_payload(), delivery="same")
+    assert r.status_code == 200
+    assert r.json()["status"] == "duplicate"
+    sink.wait(1)
+    time.sleep(0.05)
+    assert len(sink.events) == 1
+
+
+def test_handler_failure_does_not_stop_the_receiver(sink: Sink) -> None:
+    calls: list[str] = []
+
+    def flaky(event: Event) -> None:
+        calls.append(event.delivery_id)
+        if len(calls) == 1:
+            raise RuntimeError("tmux went away")
+        sink(event)
+
+    app = create_app(SECRET, flaky, authorized_actors=["alice"], trigger_label="the-loop")
+    with served(app) as url, httpx.Client(base_url=url, timeout=10) as c:
+        assert post(c, comment_payload(cid=1), delivery="x1").status_code == 202
+        assert post(c, comment_payload(cid=2), delivery="x2").status_code == 202
+        assert [e.comment_id for e in sink.wait(1)] == ["2"]
+        assert app.state.worker.failed == 1
+
+
+def test_full_queue_is_503_not_unbounded_growth() -> None:
+    gate = threading.Event()
+    app = create_app(
+        SECRET,
+        lambda e: gate.wait(10),
+        authorized_actors=["alice"],
+        trigger_label="the-loop",
+        queue_size=1,
+    )
+    with served(app) as url, httpx.Client(base_url=url, timeout=10) as c:
+        codes = [
+            post(c, comment_payload(cid=n + 1), delivery=f"q{n}").status_code for n in range(4)
+        ]
+        gate.set()
+    assert codes[0] == 202
+    assert 503 in codes
+
+
+def test_unconfigured_repository_is_ignored(sink: Sink) -> None:
+    app = create_app(
+        SECRET,
+        sink,
+        authorized_actors=["alice"],
+        trigger_label="the-loop",
+        repositories=["octo/other"],
+    )
+    with served(app) as url, httpx.Client(base_url=url, timeout=10) as c:
+        r = post(c, comment_payload())
+    assert r.status_code == 202
+    assert "not configured" in r.json()["reason"]
+
+
+def test_secret_required_unless_insecure(sink: Sink) -> None:
+    with pytest.raises(ValueError, match="secret"):
+        create_app(None, sink, authorized_actors=[], trigger_label="x")
+    app = create_app(None, sink, authorized_actors=["alice"], trigger_label="x", insecure=True)
+    with served(app) as url, httpx.Client(base_url=url, timeout=10) as c:
+        assert post(c, comment_payload(), secret=None).status_code == 202
+
+
+def test_delivery_ids_survive_a_restart_in_the_store(tmp_path: Path, sink: Sink) -> None:
+    from loop_dispatch.store import Store
+
+    for expected in (202, 200):
+        store = Store.open(tmp_path)
+        app = create_app(
+            SECRET,
+            sink,
+            authorized_actors=["alice"],
+            trigger_label="the-loop",
+            seen=StoreSeen(store),
+        )
+        with served(app) as url, httpx.Client(base_url=url, timeout=10) as c:
+            assert post(c, comment_payload(), delivery="persist").status_code == expected
+        store.close()
+    assert len(sink.events) == 1
