@@ -1,0 +1,249 @@
+"""poll --once, poll start, sessions list/start/stop/reset/attach on a private tmux server.
+
+The harness is the bundled demo agent (the embedded default), which records every
+message it receives in its conversation file: the tests read that file, not our own
+claims, to see that a message arrived.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from loop_cli import heartbeat
+from loop_dispatch import WorkItemRef
+from loop_dispatch.store import Store
+
+pytestmark = pytest.mark.tmux
+
+
+def _record(isolated: Path, ref: str):
+    store = Store.open(isolated / "state")
+    try:
+        return store.registry.get(WorkItemRef.parse(ref))
+    finally:
+        store.close()
+
+
+def _tmux(socket: str, *args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
+    return subprocess.run(
+        ["tmux", "-L", socket, *args], capture_output=True, text=True, env=env, check=False
+    )
+
+
+def test_poll_once_spawns_then_delivers(run_cli, loop_config, isolated, conversation, wait):
+    ref = run_cli("item", "open", "Make it green").output.strip()
+    first = run_cli("poll", "--once")
+    assert first.exit_code == 0, first.output
+    assert "1 new, 1 processed" in first.output
+    rec = _record(isolated, ref)
+    assert rec is not None
+    assert rec.status == "active"
+    assert wait(
+        lambda: any(
+            "Make it green" in str(r.get("text")) for r in conversation(rec.conversation_id)
+        )
+    )
+
+    run_cli("item", "comment", ref, "second thoughts; see $(rm -rf /) `x`")
+    second = run_cli("poll", "--once")
+    assert second.exit_code == 0
+    got = wait(lambda: [r for r in conversation(rec.conversation_id) if r.get("via") == "paste"])
+    assert got
+    assert "second thoughts; see $(rm -rf /) `x`" in got[0]["text"]
+
+    idle = run_cli("poll", "--once")
+    assert "0 new, 0 processed" in idle.output
+    hb = json.loads(run_cli("status", "--format", "json").output)
+    assert hb["lastPollCycle"]["result"] == "ok"
+    assert hb["services"][0]["state"] == "fresh --once runs"
+
+
+def test_poll_once_reports_source_errors_exit_1(run_cli, loop_config, monkeypatch):
+    from loop_cli import tracker
+    from loop_dispatch import PollBatch
+
+    monkeypatch.setattr(
+        tracker.LocalSource, "poll", lambda self, cursor: PollBatch([], cursor, errors=["boom"])
+    )
+    result = run_cli("poll", "--once")
+    assert result.exit_code == 1
+    assert "source error: boom" in result.output
+    assert "Error: poll cycle had 1 source error(s), 0 give-up(s)" in result.output
+
+
+def test_poll_without_once_or_subcommand_is_usage(run_cli, loop_config):
+    assert run_cli("poll").exit_code == 2
+    assert run_cli("poll", "--once", "start").exit_code == 2
+
+
+def test_poll_start_runs_cycles_and_records_a_clean_stop(run_cli, loop_config, isolated):
+    run_cli("item", "open", "Daemon")
+    result = run_cli("poll", "start", "--cycles", "1")
+    assert result.exit_code == 0, result.output
+    assert "stopped after 1 cycle(s)" in result.output
+    store = Store.open(isolated / "state")
+    hb = heartbeat.read(store, "poller")
+    store.close()
+    assert hb is not None
+    assert hb.state == "stopped"
+    assert hb.detail["lastCycle"]["processed"] == 1
+    status = run_cli("status")
+    assert status.exit_code == 1
+    assert "poller:    NOT RUNNING (stopped)" in status.output
+
+
+def test_github_tracker_without_token_is_a_config_error(run_cli, write_config, monkeypatch):
+    monkeypatch.delenv("GITHUB_TOKEN", raising=False)
+    write_config({"tracker": "github", "github": {"repositories": ["o/r"]}})
+    result = run_cli("poll", "--once")
+    assert result.exit_code == 2
+    assert "github.tokenEnv=GITHUB_TOKEN is not set" in result.output
+
+
+def test_sessions_list_stop_keeps_scrollback(run_cli, loop_config, isolated, tmux_socket, wait):
+    ref = run_cli("item", "open", "Listed").output.strip()
+    run_cli("poll", "--once")
+    rows = json.loads(run_cli("sessions", "list", "--format", "json").output)
+    assert [(r["ref"], r["status"], r["presence"]) for r in rows] == [(ref, "active", "live")]
+    name = rows[0]["tmuxName"]
+    assert wait(
+        lambda: "demo-agent" in _tmux(tmux_socket, "capture-pane", "-p", "-t", f"={name}:").stdout
+    )
+    table = run_cli("sessions", "list")
+    assert name in table.output
+    assert "live" in table.output
+
+    stopped = run_cli("sessions", "stop", ref)
+    assert stopped.exit_code == 0, stopped.output
+    assert "stopped" in stopped.output
+    rows = json.loads(run_cli("sessions", "list", "--format", "json").output)
+    assert (rows[0]["status"], rows[0]["presence"]) == ("closed", "dead")
+    # The pane is kept, with what the agent printed.
+    assert "demo-agent" in _tmux(tmux_socket, "capture-pane", "-p", "-t", f"={name}:").stdout
+    again = run_cli("sessions", "stop", ref)
+    assert again.exit_code == 0
+    assert "already-closed" in again.output
+    missing = run_cli("sessions", "stop", "local:loop#42")
+    assert missing.exit_code == 1
+    assert "no session registered" in missing.output
+
+
+def test_sessions_start_spawns_and_is_idempotent(run_cli, loop_config, isolated):
+    ref = run_cli("item", "open", "Manual").output.strip()
+    started = run_cli("sessions", "start", ref)
+    assert started.exit_code == 0, started.output
+    assert "processed" in started.output
+    assert _record(isolated, ref).status == "active"
+    again = run_cli("sessions", "start", ref)
+    assert "already-running" in again.output
+    unknown = run_cli("sessions", "start", "local:loop#77")
+    assert unknown.exit_code == 2
+
+
+def test_sessions_reset(run_cli, loop_config, isolated, tmux_socket):
+    ref = run_cli("item", "open", "Reset me").output.strip()
+    run_cli("poll", "--once")
+    name = _record(isolated, ref).tmux_name
+    assert run_cli("sessions", "reset").exit_code == 2
+    assert run_cli("sessions", "reset", ref, "--all").exit_code == 2
+
+    dry = run_cli("sessions", "reset", "--all", "--dry-run")
+    assert dry.exit_code == 0
+    assert f"would reset {ref} (live)" in dry.output
+    assert _tmux(tmux_socket, "has-session", "-t", f"={name}").returncode == 0
+    assert _record(isolated, ref) is not None
+
+    done = run_cli("sessions", "reset", ref)
+    assert done.exit_code == 0, done.output
+    assert "terminated, killed, forgotten" in done.output
+    assert _tmux(tmux_socket, "has-session", "-t", f"={name}").returncode != 0
+    assert _record(isolated, ref) is None
+    # The next event starts afresh.
+    run_cli("item", "comment", ref, "hello again")
+    assert "1 processed" in run_cli("poll", "--once").output
+    assert _record(isolated, ref).status == "active"
+
+
+def test_sessions_attach_execs_tmux_with_socket_and_exact_name(
+    run_cli, loop_config, isolated, tmux_socket, monkeypatch
+):
+    ref = run_cli("item", "open", "Attach").output.strip()
+    calls = []
+    not_yet = run_cli("sessions", "attach", ref)
+    assert not_yet.exit_code == 1
+    run_cli("poll", "--once")
+    monkeypatch.setenv("TMUX", "/tmp/someone-else,1,0")
+    monkeypatch.setattr(os, "execvpe", lambda f, argv, env: calls.append((f, argv, env)))
+    result = run_cli("sessions", "attach", ref)
+    assert result.exit_code == 0, result.output
+    name = _record(isolated, ref).tmux_name
+    assert calls[0][1] == ["tmux", "-L", tmux_socket, "attach-session", "-t", f"={name}"]
+    assert "TMUX" not in calls[0][2]
+
+
+def test_status_counts_and_exit_code(run_cli, write_config, tmux_socket, isolated, monkeypatch):
+    (isolated / "work").mkdir()
+    write_config(
+        {
+            "routing": {"tmuxSocket": tmux_socket},
+            "harness": {"cwd": str(isolated / "work")},
+            "services": {"poller": False},
+        }
+    )
+    for title in ("a", "b", "c"):
+        run_cli("item", "open", title)
+    run_cli("poll", "--once")
+    run_cli("sessions", "stop", "local:loop#3")
+    # Kill b's tmux session behind the-loop's back: registered but absent.
+    name_b = _record(isolated, "local:loop#2").tmux_name
+    _tmux(tmux_socket, "kill-session", "-t", f"={name_b}")
+    result = run_cli("status", "--format", "json")
+    assert result.exit_code == 0, result.output  # no enabled service
+    data = json.loads(result.output)
+    counts = data["sessions"]
+    assert (counts["registered"], counts["live"], counts["absent"], counts["closed"]) == (
+        2,
+        1,
+        1,
+        1,
+    )
+    assert data["ok"] is True
+    text = run_cli("status")
+    assert "sessions:  2 registered: 1 live, 0 dead, 1 absent, 0 unknown (1 closed)" in text.output
+    assert "poller:    disabled" in text.output
+
+    from loop_tmux import Tmux, TmuxUnavailable
+
+    def silent(self, **kw):
+        raise TmuxUnavailable("timed out")
+
+    monkeypatch.setattr(Tmux, "panes", silent)
+    data = json.loads(run_cli("status", "--format", "json").output)
+    assert data["sessions"]["unknown"] == 2
+    assert data["sessions"]["absent"] == 0
+    assert data["sessions"]["tmuxError"] == "timed out"
+
+
+def test_status_exit_code_follows_enabled_services(run_cli, write_config, tmux_socket, isolated):
+    write_config({"routing": {"tmuxSocket": tmux_socket}, "services": {"webhook": True}})
+    assert run_cli("status").exit_code == 1
+    store = Store.open(isolated / "state")
+    from datetime import datetime, timezone
+
+    now = datetime.now(timezone.utc)
+    heartbeat.beat(store, "poller", stale_after=60, started=now)
+    assert run_cli("status").exit_code == 1  # webhook still not running
+    heartbeat.beat(store, "webhook", stale_after=60, started=now)
+    result = run_cli("status")
+    assert result.exit_code == 0, result.output
+    assert "webhook:   running" in result.output
+    heartbeat.stopped(store, "webhook", started=now)
+    store.close()
+    assert run_cli("status").exit_code == 1
+    assert run_cli("status", "--post").exit_code == 2
