@@ -82,6 +82,7 @@ def test_check_all_match_is_0(env_file: Path, matching: int, capsys) -> None:
         "summary: 1 match, 0 drift, 0 unverified",
     ]
     assert "malformed lines ignored: 3" in captured.err
+    assert main(["check", str(env_file), "--", str(matching)]) == 0  # `--` before pids
 
 
 @needs_proc

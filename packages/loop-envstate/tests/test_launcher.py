@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import stat
 import subprocess
 import sys
@@ -124,6 +125,21 @@ def test_exec_keeps_the_pid_layers_values_and_keeps_them_off_argv(
     assert argv_now == b"sleep\x0030"
     for value in ("file-value-7f1c", "file-wins-3c4d", "set-wins-8d9e", "file-loses-9a2b"):
         assert value.encode() not in argv_now
+
+
+@needs_proc
+def test_exec_leaves_no_signal_ignored_that_python_ignored(
+    tmp_path: Path, children, clean_env: dict[str, str]
+) -> None:
+    env_file = write_env(tmp_path / ".env", "A=1\n")
+    child = children([*CLI, "exec", str(env_file), "--", "sleep", "30"], env=clean_env)
+    wait_for_exec(child.pid, b"sleep")
+    status = Path(f"/proc/{child.pid}/status").read_text()
+    ignored = int(
+        next(line for line in status.splitlines() if line.startswith("SigIgn:")).split()[1], 16
+    )
+    for sig in (signal.SIGPIPE, signal.SIGXFSZ):
+        assert not ignored & (1 << (sig - 1)), f"{sig.name} left ignored for the program"
 
 
 @needs_proc

@@ -24,7 +24,11 @@ if TYPE_CHECKING:
 PROG = "loop-envstate"
 EXIT_OK = 0
 EXIT_DRIFT = 1
+EXIT_FAILED = 1  # output could not be delivered
 EXIT_USAGE = 2
+
+
+_NEEDS_COMMAND = f"{PROG} exec: give the command after '--': exec FILE -- CMD [ARG...]"
 
 
 class _UsageError(Exception):
@@ -143,20 +147,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     except _Exit as done:
         return done.code
     except BrokenPipeError:
-        # The reader went away (`| head`); say nothing more and do not trace.
+        # The reader went away (`| head`): say nothing more, do not trace, and keep
+        # the interpreter's final flush from failing again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return EXIT_DRIFT
+        return EXIT_FAILED
 
 
 def _dispatch(args: list[str]) -> int:
     parser = build_parser()
     command: list[str] = []
-    if "--" in args:
+    is_exec = bool(args) and args[0] == "exec"
+    if is_exec and "--" in args:
+        # Everything after the first `--` is CMD's argv, untouched by argparse.
         cut = args.index("--")
-        head, command = args[:cut], args[cut + 1 :]
-        ns = _parse(parser, head)
-        if ns.command != "exec":
-            ns, command = _parse(parser, args), []
+        ns, command = _parse(parser, args[:cut]), args[cut + 1 :]
+    elif is_exec and not {"-h", "--help"} & set(args):
+        raise _UsageError(_NEEDS_COMMAND)
     else:
         ns = _parse(parser, args)
     if ns.command is None:
@@ -165,7 +171,7 @@ def _dispatch(args: list[str]) -> int:
         return _fingerprint(ns.file, as_json=ns.json)
     if ns.command == "check":
         return _check(ns.file, ns.pids, as_json=ns.json, strict=ns.strict)
-    return _exec(ns.file, ns.sets, command, has_separator="--" in args)
+    return _exec(ns.file, ns.sets, command)
 
 
 def _parse(parser: argparse.ArgumentParser, args: list[str]) -> argparse.Namespace:
@@ -214,11 +220,11 @@ def _check(file: str, pids: list[int], *, as_json: bool, strict: bool) -> int:
     return code
 
 
-def _exec(file: str, sets: list[str], command: list[str], *, has_separator: bool) -> int:
+def _exec(file: str, sets: list[str], command: list[str]) -> int:
     from loop_envstate.launcher import LaunchError, exec_program, layered, parse_set
 
-    if not has_separator or not command:
-        raise _UsageError(f"{PROG} exec: give the command after '--': exec FILE -- CMD [ARG...]")
+    if not command:
+        raise _UsageError(_NEEDS_COMMAND)
     overrides: dict[str, str] = {}
     for position, argument in enumerate(sets, start=1):
         try:

@@ -99,6 +99,7 @@ def exec_program(argv: Sequence[str], env: Mapping[str, str]) -> NoReturn:
     program = argv[0]
     sys.stdout.flush()
     sys.stderr.flush()
+    _restore_signals()
     try:
         os.execvpe(program, list(argv), dict(env))  # noqa: S606 -- exec without a shell is the point
     except FileNotFoundError:
@@ -110,3 +111,18 @@ def exec_program(argv: Sequence[str], env: Mapping[str, str]) -> NoReturn:
         raise LaunchError(EXIT_CANNOT_RUN, f"cannot run {program}: {reason}") from None
     except ValueError:
         raise LaunchError(EXIT_CANNOT_RUN, f"cannot run {program}: invalid argument") from None
+
+
+def _restore_signals() -> None:
+    """Undo the interpreter's own signal choices before exec.
+
+    Python ignores SIGPIPE and SIGXFSZ at start-up, and an ignored signal stays
+    ignored across exec(): without this the harness would not die on a closed pipe
+    the way it does when started directly (subprocess does the same for its children).
+    """
+    import signal
+
+    for name in ("SIGPIPE", "SIGXFSZ"):
+        number = getattr(signal, name, None)
+        if number is not None:
+            signal.signal(number, signal.SIG_DFL)
