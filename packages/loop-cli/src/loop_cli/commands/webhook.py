@@ -142,7 +142,10 @@ def start(
         detail = {"host": host, "port": port, "route": route, **dict(stats)}
         beat(store, SERVICE, stale_after=HEARTBEAT_SECONDS * 3, started=started, detail=detail)
 
+    running: list[int] = []
+
     def announce(bound: int) -> None:
+        running.append(bound)
         mode = "routing to the dispatcher" if route else "logging only (no --route)"
         signed = "UNSIGNED (insecure)" if secret is None else "signature required"
         click.echo(f"gh-webhook listening on http://{host}:{bound} ({mode}; {signed})", err=True)
@@ -154,5 +157,6 @@ def start(
             f"gh-webhook: cannot listen on {host}:{port}: {exc.strerror}"
         ) from None
     finally:
-        stopped(store, SERVICE, started=started, detail=dict(stats))
+        if running:  # a receiver that never listened must not overwrite another's beat
+            stopped(store, SERVICE, started=started, detail=dict(stats))
     click.echo("gh-webhook stopped", err=True)
