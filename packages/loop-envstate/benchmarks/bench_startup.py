@@ -82,17 +82,16 @@ def main() -> int:
         print(f"bench_startup: median wall time of {RUNS} runs")
         for label, argv in rows:
             print(f"  {label:<40} {_wall_ms(argv):7.1f} ms")
-        print("-X importtime (median, cumulative):")
-        print(
-            f"  import loop_envstate                     "
-            f"{_importtime_ms(['-c', 'import loop_envstate'], 'loop_envstate'):7.1f} ms"
-        )
         help_argv = ["-m", "loop_envstate.cli", "--help"]
         exec_argv = ["-m", "loop_envstate", "exec", f, "--", "true"]
-        print(
-            f"  all imports of `-m loop_envstate.cli --help` {_total_import_ms(help_argv):5.1f} ms"
-        )
-        print(f"  all imports of `exec FILE -- true`       {_total_import_ms(exec_argv):7.1f} ms")
+        package = _importtime_ms(["-c", "import loop_envstate"], "loop_envstate")
+        print("-X importtime (median, cumulative ms):")
+        print(f"  {'import loop_envstate':<40} {package:7.1f} ms")
+        for label, argv in (
+            ("all imports: -m loop_envstate.cli --help", help_argv),
+            ("all imports: exec FILE -- true", exec_argv),
+        ):
+            print(f"  {label:<40} {_total_import_ms(argv):7.1f} ms")
     return 0
 
 
