@@ -83,3 +83,95 @@ def _make_event(
 def make_event_fixture():
     """Factory: make_event(ref, delivery_id=..., body=..., kind=..., actor=...)."""
     return _make_event
+
+
+class FakeTmuxKit:
+    """loop_tmux.fake behind the real client: `.tmux`, `.state`, and `.on_sleep` hooks
+    run during the dispatcher's survival window (e.g. to let a pane die there)."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        from loop_tmux.fake import FakeState, install_fake_tmux
+
+        state_path = tmp_path / "fake-tmux.json"
+        shim = install_fake_tmux(tmp_path / "fakebin", state_path)
+        self.state = FakeState(state_path)
+        self.on_sleep: list = []
+        self.tmux = Tmux(
+            binary=str(shim),
+            socket_name="fake",
+            timeout=2.0,
+            probe_timeout=1.0,
+            sleep=self._sleep,
+        )
+
+    def _sleep(self, delay: float) -> None:
+        for hook in self.on_sleep:
+            hook()
+
+    def verbs(self) -> list[str]:
+        return self.state.commands()
+
+
+@pytest.fixture
+def fake_tmux(tmp_path: Path) -> FakeTmuxKit:
+    pytest.importorskip("loop_tmux.fake")
+    return FakeTmuxKit(tmp_path)
+
+
+@pytest.fixture
+def make_dispatcher(store: Store, events: EventLog, tmp_path: Path):
+    """Factory: make_dispatcher(tmux, adapter=None, **kwargs) -> Dispatcher."""
+    from loop_dispatch.adapters import ClaudeCodeAdapter
+    from loop_dispatch.dispatcher import Dispatcher
+
+    work = tmp_path / "work"
+    work.mkdir(exist_ok=True)
+
+    def build(tmux: Tmux, adapter=None, **kwargs):
+        kwargs.setdefault("survival_delay", 0.0)
+        kwargs.setdefault("terminate_grace", 0.5)
+        return Dispatcher(
+            store,
+            tmux,
+            adapter or ClaudeCodeAdapter(),
+            events,
+            "0.1.0-test",
+            cwd_for=lambda ref: work,
+            lock_dir=tmp_path / "locks",
+            **kwargs,
+        )
+
+    return build
+
+
+def read_conversation(directory: Path, conversation_id: str) -> list[dict]:
+    import json
+
+    path = directory / f"{conversation_id}.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def wait_for(predicate, timeout: float = 15.0, interval: float = 0.05):
+    """Poll `predicate` until truthy (returned) or fail after `timeout` seconds."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s")
+        time.sleep(interval)
+
+
+@pytest.fixture(name="read_conversation")
+def read_conversation_fixture():
+    return read_conversation
+
+
+@pytest.fixture(name="wait_for")
+def wait_for_fixture():
+    return wait_for

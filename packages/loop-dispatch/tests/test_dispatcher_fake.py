@@ -1,0 +1,330 @@
+"""Dispatcher decision tree against loop_tmux.fake (the modelled tmux), for the paths a
+real server cannot be forced into. Each test names the seed-002 criterion it proves."""
+
+from __future__ import annotations
+
+import pytest
+
+from loop_dispatch.adapters import GenericAdapter
+from loop_dispatch.dispatcher import OutcomeKind
+from loop_dispatch.framing import frame
+from loop_dispatch.model import EventKind
+
+REF = "github:acme/widgets#7"
+NAME = "loop-gh_acme_widgets_7"
+
+
+def _types(events) -> list[str]:
+    return [r["type"] for r in events.read()]
+
+
+def _vanish_then_return(fake_tmux) -> None:
+    """Remove NAME now; put a live NAME back just before the next probe (a racing
+    restart by another actor), once."""
+    with fake_tmux.state.edit() as state:
+        saved = state["sessions"].pop(NAME)
+    real_probe = fake_tmux.tmux.probe
+
+    def probe(name, **kw):
+        fake_tmux.tmux.probe = real_probe
+        with fake_tmux.state.edit() as state:
+            state["sessions"][NAME] = saved
+        return real_probe(name, **kw)
+
+    fake_tmux.tmux.probe = probe
+
+
+def _start(fake_tmux, make_dispatcher, make_event, store, **kw):
+    """A registered, live session for REF (the first spawn of the tree)."""
+    disp = make_dispatcher(fake_tmux.tmux, **kw)
+    first = disp.dispatch(make_event(REF))
+    assert first.kind is OutcomeKind.PROCESSED
+    assert first.reason == "spawned"
+    assert NAME in fake_tmux.state.sessions()
+    return disp, store.registry.get(make_event(REF).work_item)
+
+
+def test_first_spawn_registers_and_records_a_fresh_conversation(
+    fake_tmux, make_dispatcher, make_event, store, events
+):
+    disp = make_dispatcher(fake_tmux.tmux)
+    event = make_event(REF)
+    outcome = disp.dispatch(event)
+    assert (outcome.kind, outcome.reason) == (OutcomeKind.PROCESSED, "spawned")
+    record = store.registry.get(event.work_item)
+    assert record.status == "active"
+    assert record.tmux_name == NAME
+    session = fake_tmux.state.sessions()[NAME]
+    assert session["argv"][:3] == ["claude", "--session-id", record.conversation_id]
+    assert session["argv"][-1] == frame(event)  # the prompt is one whole argv element
+    assert session["env"] == {"THE_LOOP_WORK_ITEM": REF}
+    assert store.deliveries.state(event.delivery_id) == "processed"
+    assert _types(events) == ["session.spawned"]
+
+
+def test_duplicate_delivery_is_dropped_and_logged_at_debug(
+    fake_tmux, make_dispatcher, make_event, store, events
+):
+    disp, _ = _start(fake_tmux, make_dispatcher, make_event, store)
+    event = make_event(REF, delivery_id="comment:github:1")
+    assert disp.dispatch(event).kind is OutcomeKind.PROCESSED
+    before = len(fake_tmux.state.log())
+    again = disp.dispatch(event)
+    assert again.kind is OutcomeKind.DUPLICATE
+    assert len(fake_tmux.state.log()) == before  # no tmux call at all
+    dup = events.read("dispatch.duplicate")
+    assert dup[0]["level"] == "debug"
+    assert dup[0]["deliveryId"] == event.delivery_id
+
+
+def test_active_session_gets_the_framed_event_pasted(
+    fake_tmux, make_dispatcher, make_event, store, events
+):
+    disp, _ = _start(fake_tmux, make_dispatcher, make_event, store)
+    event = make_event(REF, body="```\nrun `make test`\n```")
+    outcome = disp.dispatch(event)
+    assert (outcome.kind, outcome.reason) == (OutcomeKind.PROCESSED, "delivered")
+    typed = fake_tmux.state.typed(NAME)
+    assert any(frame(event) in "".join(map(str, entry)) for entry in typed)
+    assert "dispatch.delivered" in _types(events)
+
+
+def test_ac2_unanswered_delivery_fails_retryably_and_never_respawns(
+    fake_tmux, make_dispatcher, make_event, store, events
+):
+    """AC2: a probe/delivery tmux does not answer is a transient failure, not 'missing'."""
+    disp, record = _start(fake_tmux, make_dispatcher, make_event, store)
+    fake_tmux.state.set_fault("hang", ["*"])
+    event = make_event(REF)
+    outcome = disp.dispatch(event)
+    fake_tmux.state.clear_faults()
+    assert (outcome.kind, outcome.reason) == (OutcomeKind.FAILED, "deliver_unavailable")
+    assert store.deliveries.state(event.delivery_id) is None  # released: retryable
+    assert fake_tmux.verbs().count("new-session") == 1  # only the first spawn
+    assert store.registry.get(record.work_item) == record
+    assert not {"session.respawned", "session.resume_failed"} & set(_types(events))
+    # The retry lands once tmux answers again.
+    assert disp.dispatch(event).reason == "delivered"
+
+
+def test_ac6_missing_on_delivery_but_live_on_reprobe_is_an_averted_respawn(
+    fake_tmux, make_dispatcher, make_event, store, events
+):
+    """AC6: re-probe before respawning; a live session gets the event instead."""
+    disp, record = _start(fake_tmux, make_dispatcher, make_event, store)
+    # The session is gone when the delivery looks, and live again (someone else
+    # restarted it) by the time the dispatcher re-probes.
+    _vanish_then_return(fake_tmux)
+    event = make_event(REF)
+    outcome = disp.dispatch(event)
+    assert (outcome.kind, outcome.reason) == (OutcomeKind.PROCESSED, "respawn_averted")
+    assert fake_tmux.verbs().count("new-session") == 1
+    assert store.deliveries.state(event.delivery_id) == "processed"
+    averted = events.read("session.respawn_averted")
+    assert averted[0]["detail"]["via"] == "reprobe"
+    assert "session.respawned" not in _types(events)
+    assert store.registry.get(record.work_item).conversation_id == record.conversation_id
+
+
+def test_ac7_respawn_spawn_meeting_a_live_occupant_delivers_into_it(
+    fake_tmux, make_dispatcher, make_event, store, events
+):
+    """AC7: the respawn's spawn reports occupied-live: deliver there, processed."""
+    disp, _ = _start(fake_tmux, make_dispatcher, make_event, store)
+    with fake_tmux.state.edit() as state:
+        del state["sessions"][NAME]
+        state["faults"]["duplicate"] = {NAME: {"times": 1, "occupant": "live"}}
+    event = make_event(REF)
+    outcome = disp.dispatch(event)
+    assert (outcome.kind, outcome.reason) == (OutcomeKind.PROCESSED, "respawn_averted")
+    assert events.read("session.respawn_averted")[0]["detail"]["via"] == "spawn"
+    assert any(frame(event) in "".join(map(str, e)) for e in fake_tmux.state.typed(NAME))
+    assert "session.respawned" not in _types(events)
+
+
+def test_ac8_unclearable_occupant_is_skipped_and_the_delivery_kept(
+    fake_tmux, make_dispatcher, make_event, store, events
+):
+    """AC8: a dead occupant that cannot be cleared -> skipped, session_occupied, kept."""
+    disp, _ = _start(fake_tmux, make_dispatcher, make_event, store)
+    fake_tmux.state.set_dead(NAME)
+    fake_tmux.state.set_fault("kill_noop", ["*"])
+    event = make_event(REF)
+    outcome = disp.dispatch(event)
+    assert (outcome.kind, outcome.reason) == (OutcomeKind.SKIPPED, "session_occupied")
+    assert "tmux kill-session -t " + NAME in outcome.detail
+    assert store.deliveries.state(event.delivery_id) == "skipped"
+    assert disp.dispatch(event).kind is OutcomeKind.DUPLICATE  # never re-attempted
+    skipped = events.read("dispatch.skipped")
+    assert skipped[0]["detail"]["reason"] == "session_occupied"
+    assert fake_tmux.verbs().count("new-session") == 1  # no spawn into the collision
+
+
+def test_ac9_other_respawn_failure_is_failed_and_released(
+    fake_tmux, make_dispatcher, make_event, store, events
+):
+    """AC9: any other respawn failure stays dispatch.failed with the delivery released."""
+    disp, _ = _start(fake_tmux, make_dispatcher, make_event, store)
+    with fake_tmux.state.edit() as state:
+        del state["sessions"][NAME]
+        state["faults"]["fail"] = {"new-session": "create window failed: fork failed"}
+    event = make_event(REF)
+    outcome = disp.dispatch(event)
+    assert (outcome.kind, outcome.reason) == (OutcomeKind.FAILED, "respawn_failed")
+    assert "fork failed" in outcome.detail
+    assert store.deliveries.state(event.delivery_id) is None
+    failed = events.read("dispatch.failed")
+    assert failed[-1]["detail"]["reason"] == "respawn_failed"
+    fake_tmux.state.clear_faults()
+    assert disp.dispatch(event).reason == "respawned"  # the retry heals
+
+
+def test_ac10_each_outcome_has_its_own_observable_type(
+    fake_tmux, make_dispatcher, make_event, store, events
+):
+    """AC10: averted respawn and skipped-occupied are distinct from respawned,
+    resume_failed and a transient dispatch.failed."""
+    disp, _ = _start(fake_tmux, make_dispatcher, make_event, store)
+    _vanish_then_return(fake_tmux)
+    disp.dispatch(make_event(REF))  # averted
+    fake_tmux.state.set_fault("hang", ["*"])
+    disp.dispatch(make_event(REF))  # transient failure
+    fake_tmux.state.clear_faults()
+    fake_tmux.state.set_dead(NAME)
+    fake_tmux.state.set_fault("kill_noop", ["*"])
+    disp.dispatch(make_event(REF))  # skipped
+    by_type = {r["type"]: r for r in events.read()}
+    assert by_type["session.respawn_averted"]["level"] == "info"
+    assert by_type["dispatch.skipped"]["detail"]["reason"] == "session_occupied"
+    assert by_type["dispatch.failed"]["detail"]["reason"] == "deliver_unavailable"
+    assert "session.respawned" not in by_type
+    assert "session.resume_failed" not in by_type
+
+
+def test_ac12_resume_that_dies_in_the_survival_window_falls_back_to_fresh(
+    fake_tmux, make_dispatcher, make_event, store, events
+):
+    """AC12: resume is tried first; a pane that does not survive -> resume_failed, then a
+    fresh conversation whose id the registry records."""
+    disp, record = _start(fake_tmux, make_dispatcher, make_event, store)
+    with fake_tmux.state.edit() as state:
+        del state["sessions"][NAME]
+    dies = [True]
+
+    def die_once() -> None:
+        if dies and NAME in fake_tmux.state.sessions():
+            dies.pop()
+            fake_tmux.state.set_dead(NAME)
+
+    fake_tmux.on_sleep.append(die_once)
+    outcome = disp.dispatch(make_event(REF))
+    assert (outcome.kind, outcome.reason) == (OutcomeKind.PROCESSED, "respawned_fresh")
+    failed = events.read("session.resume_failed")
+    assert failed[0]["detail"]["reason"] == "exited_within_survival_window"
+    respawned = events.read("session.respawned")[-1]["detail"]
+    assert respawned["resumed"] is False
+    new_id = store.registry.get(record.work_item).conversation_id
+    assert new_id != record.conversation_id
+    assert respawned["conversation_id"] == new_id
+    argv = fake_tmux.state.sessions()[NAME]["argv"]
+    assert argv[1:3] == ["--session-id", new_id]
+
+
+def test_ac12_adapter_without_resume_starts_fresh_with_resume_failed(
+    fake_tmux, make_dispatcher, make_event, store, events
+):
+    adapter = GenericAdapter(["agent", "--id", "{session_id}", "{prompt}"], name="agent")
+    disp, record = _start(fake_tmux, make_dispatcher, make_event, store, adapter=adapter)
+    with fake_tmux.state.edit() as state:
+        del state["sessions"][NAME]
+    outcome = disp.dispatch(make_event(REF))
+    assert outcome.reason == "respawned_fresh"
+    assert events.read("session.resume_failed")[0]["detail"]["reason"] == "adapter_cannot_resume"
+    assert store.registry.get(record.work_item).conversation_id != record.conversation_id
+
+
+def test_unknown_reprobe_never_respawns(fake_tmux, make_dispatcher, make_event, store, events):
+    disp, _ = _start(fake_tmux, make_dispatcher, make_event, store)
+    fake_tmux.state.set_fault("fail", {"has-session": f"can't find session: {NAME}"})
+    with fake_tmux.state.edit() as state:
+        state["faults"]["hang"] = ["list-panes"]
+    outcome = disp.dispatch(make_event(REF))
+    fake_tmux.state.clear_faults()
+    assert (outcome.kind, outcome.reason) == (OutcomeKind.FAILED, "probe_unknown")
+    assert fake_tmux.verbs().count("new-session") == 1
+
+
+def test_first_spawn_into_unregistered_live_occupant_fails_with_remedy(
+    fake_tmux, make_dispatcher, make_event, store, events
+):
+    fake_tmux.state.add_session(NAME)
+    disp = make_dispatcher(fake_tmux.tmux)
+    event = make_event(REF)
+    outcome = disp.dispatch(event)
+    assert (outcome.kind, outcome.reason) == (OutcomeKind.FAILED, "occupied_unregistered")
+    assert f"tmux kill-session -t {NAME}" in outcome.detail
+    assert f"the-loop sessions reset {REF}" in outcome.detail
+    assert NAME in fake_tmux.state.sessions()
+    assert "kill-session" not in fake_tmux.verbs()  # never killed
+    assert store.registry.get(event.work_item) is None  # registration undone
+    assert store.deliveries.state(event.delivery_id) is None  # retryable
+
+
+def test_first_spawn_failure_restores_a_closed_record(
+    fake_tmux, make_dispatcher, make_event, store, events
+):
+    disp, record = _start(fake_tmux, make_dispatcher, make_event, store)
+    disp.close(record.work_item)
+    closed = store.registry.get(record.work_item)
+    fake_tmux.state.set_fault("fail", {"new-session": "server exited unexpectedly"})
+    with fake_tmux.state.edit() as state:
+        del state["sessions"][NAME]
+    outcome = disp.dispatch(make_event(REF))
+    assert outcome.reason == "spawn_failed"
+    assert store.registry.get(record.work_item) == closed
+
+
+@pytest.mark.parametrize("how", ["event", "method"])
+def test_close_terminates_keeps_the_pane_and_closes_the_record(
+    fake_tmux, make_dispatcher, make_event, store, events, how
+):
+    disp, record = _start(fake_tmux, make_dispatcher, make_event, store)
+    if how == "event":
+        outcome = disp.dispatch(make_event(REF, kind=EventKind.CLOSED))
+    else:
+        outcome = disp.close(record.work_item)
+    assert (outcome.kind, outcome.reason) == (OutcomeKind.PROCESSED, "closed")
+    assert store.registry.get(record.work_item).status == "closed"
+    assert NAME in fake_tmux.state.sessions()  # scrollback kept: the session stays
+    assert "kill-session" not in fake_tmux.verbs()
+    assert events.read("session.closed")[0]["workItem"] == REF
+    # The fake's pane pids cannot be signalled; let its harness exit as a real one would.
+    fake_tmux.state.set_dead(NAME)
+    # A later event starts a new conversation in place of the dead pane.
+    again = disp.dispatch(make_event(REF))
+    assert again.reason == "spawned"
+
+
+def test_manual_start_goes_through_the_same_tree(fake_tmux, make_dispatcher, store, events):
+    from loop_dispatch.model import WorkItemRef
+
+    disp = make_dispatcher(fake_tmux.tmux)
+    ref = WorkItemRef.parse(REF)
+    assert disp.start(ref, "Work on the flaky test").reason == "spawned"
+    assert disp.start(ref, "And then the docs").reason == "delivered"
+    assert "Operator request" in fake_tmux.state.sessions()[NAME]["argv"][-1]
+
+
+def test_an_unexpected_error_releases_the_claim(
+    fake_tmux, make_dispatcher, make_event, store, events
+):
+    def broken_launcher(record, argv):
+        raise RuntimeError("launcher exploded")
+
+    disp = make_dispatcher(fake_tmux.tmux, launcher=broken_launcher)
+    event = make_event(REF)
+    outcome = disp.dispatch(event)
+    assert (outcome.kind, outcome.reason) == (OutcomeKind.FAILED, "internal_error")
+    assert "launcher exploded" in outcome.detail
+    assert store.deliveries.state(event.delivery_id) is None
+    assert events.read("dispatch.failed")[0]["level"] == "error"
