@@ -45,7 +45,7 @@ def build_adapter(harness: HarnessConfig) -> Any:
     return GenericAdapter(fresh, resume)
 
 
-def build_launcher(config: Config) -> Launcher:
+def build_launcher(config: Config, config_path: Path | None = None) -> Launcher:
     """THE launcher seam: the env-file launcher when `loop_cli.rotation.launcher` exists
     and wants to wrap (it returns None when no env.file is configured), else dispatch's
     default launcher."""
@@ -53,7 +53,7 @@ def build_launcher(config: Config) -> Launcher:
 
     if importlib.util.find_spec(LAUNCHER_MODULE) is not None:
         module = importlib.import_module(LAUNCHER_MODULE)
-        launcher = module.build_launcher(config)
+        launcher = module.build_launcher(config, config_path)
         if launcher is not None:
             return launcher
     return default_launcher
@@ -127,7 +127,7 @@ class Runtime:
 
     @cached_property
     def launcher(self) -> Launcher:
-        return build_launcher(self.config)
+        return build_launcher(self.config, self.loaded.path)
 
     def cwd_for(self, ref: WorkItemRef) -> Path:
         return self.config.cwd_for_project(ref.project)

@@ -24,6 +24,7 @@ def demo(keep: bool, timeout: float) -> None:
         click.echo(f"       {step.observed}")
 
     runner = Demo(keep=keep, on_step=narrate, timeout=timeout)
+    click.echo(f"working in {runner.report.workdir} (tmux socket {runner.report.socket})")
     report = runner.run()
     click.echo("")
     click.echo("What the event log recorded (comment bodies are never logged):")
