@@ -37,7 +37,7 @@ os.environ.setdefault("UV_PYTHON_DOWNLOADS", "never")
 
 def _expose_pyenv_interpreters() -> None:
     """Make every pyenv-installed CPython findable as pythonX.Y on PATH."""
-    if "PYENV_VERSION" in os.environ or not shutil.which("pyenv"):
+    if not shutil.which("pyenv"):
         return
     try:
         out = subprocess.run(
@@ -52,8 +52,12 @@ def _expose_pyenv_interpreters() -> None:
             minor = ".".join(parts[:2])
             if minor in PYTHONS:
                 latest[minor] = version  # pyenv lists in ascending order
-    if latest:
-        os.environ["PYENV_VERSION"] = ":".join(latest[m] for m in PYTHONS if m in latest)
+    # pyenv's shims export PYENV_VERSION for the nox process itself: extend it, keeping
+    # whatever it already names first.
+    chosen = [v for v in os.environ.get("PYENV_VERSION", "").split(":") if v]
+    chosen += [latest[m] for m in PYTHONS if m in latest and latest[m] not in chosen]
+    if chosen:
+        os.environ["PYENV_VERSION"] = ":".join(chosen)
 
 
 _expose_pyenv_interpreters()
