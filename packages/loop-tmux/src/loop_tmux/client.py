@@ -286,7 +286,8 @@ class Tmux:
             return self._spawned(answer, cleared)
         if not answer.answered:
             return SpawnResult(
-                SpawnOutcome.FAILED, f"{answer.error} (new-session: the session may exist)"
+                SpawnOutcome.FAILED,
+                f"{answer.error} (new-session: tmux may still carry it out when it resumes)",
             )
         if "duplicate session" not in answer.stderr:
             return SpawnResult(SpawnOutcome.FAILED, answer.error)
@@ -350,6 +351,9 @@ class Tmux:
         )
         if answer.ok:
             return RespawnResult(True)
+        if not answer.answered:
+            late = f"{answer.error} (respawn-pane: tmux may still carry it out when it resumes)"
+            return RespawnResult(False, late)
         return RespawnResult(False, answer.error, session_missing=runner.says_absent(answer))
 
     def deliver(self, name: str, text: str, *, timeout: float | None = None) -> DeliverResult:

@@ -1,0 +1,233 @@
+"""Collision and failure paths a real tmux cannot be forced into, on the modelled fake."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import pytest
+
+from loop_tmux import Presence, SpawnOutcome, Tmux, TmuxCapabilityWarning, TmuxUnavailable
+from loop_tmux.fake import FakeState, install_fake_tmux
+
+Fake = tuple[Tmux, FakeState]
+
+
+def test_fake_models_which_sessions_exist(fake: Fake) -> None:
+    tmux, state = fake
+    assert tmux.probe("loop-a") is Presence.ABSENT  # no server at all
+    state.add_session("loop-a")
+    state.add_session("loop-b", dead=True)
+    assert tmux.probe("loop-a") is Presence.LIVE
+    assert tmux.probe("loop-b") is Presence.DEAD
+    assert tmux.probe("loop-c") is Presence.ABSENT  # not "live for every name"
+    assert tmux.probe("loop-") is Presence.ABSENT  # exact, although a prefix of both
+    assert sorted(p.session for p in tmux.panes()) == ["loop-a", "loop-b"]
+
+
+def test_fake_resolves_inexact_targets_by_prefix_like_tmux(fake: Fake, tmp_path: Path) -> None:
+    _, state = fake
+    state.add_session("loop-foo-12")
+    shim = tmp_path / "bin" / "tmux"
+    done = subprocess.run([str(shim), "has-session", "-t", "loop-foo-1"], capture_output=True)
+    assert done.returncode == 0  # the hazard exact targets avoid
+    exact = subprocess.run(
+        [str(shim), "has-session", "-t", "=loop-foo-1"], capture_output=True, text=True
+    )
+    assert (exact.returncode, exact.stderr) == (1, "can't find session: loop-foo-1\n")
+
+
+def test_ac3_live_occupant_is_left_alone(fake: Fake, tmp_path: Path) -> None:
+    tmux, state = fake
+    state.add_session("loop-a")
+    before = state.sessions()["loop-a"]
+    result = tmux.spawn("loop-a", ["prog", "x"], tmp_path)
+    assert result.outcome is SpawnOutcome.OCCUPIED_LIVE
+    assert state.sessions()["loop-a"] == before
+    assert "kill-session" not in state.commands()
+    assert "new-session" not in state.commands()
+
+
+def test_ac4_dead_occupant_is_cleared_and_verified(fake: Fake, tmp_path: Path) -> None:
+    tmux, state = fake
+    state.add_session("loop-a", dead=True)
+    result = tmux.spawn("loop-a", ["prog", "x"], tmp_path)
+    assert result.outcome is SpawnOutcome.SPAWNED
+    assert result.cleared
+    assert state.commands() == [
+        "list-panes",
+        "kill-session",
+        "list-panes",
+        "new-session",
+        "set-option",
+    ]
+    assert state.sessions()["loop-a"]["argv"] == ["prog", "x"]
+
+
+def test_ac4_clear_that_does_not_take_is_unclearable(fake: Fake, tmp_path: Path) -> None:
+    tmux, state = fake
+    state.add_session("loop-a", dead=True)
+    state.set_fault("kill_noop", ["loop-a"])  # kill-session exits 0, session stays
+    result = tmux.spawn("loop-a", ["prog", "x"], tmp_path)
+    assert result.outcome is SpawnOutcome.OCCUPIED_UNCLEARABLE
+    assert "could not be cleared" in (result.error or "")
+    assert "new-session" not in state.commands()
+
+
+def test_ac4_clear_whose_check_gets_no_answer_is_unclearable(fake: Fake, tmp_path: Path) -> None:
+    tmux, state = fake
+    state.add_session("loop-a", dead=True)
+    state.set_fault("kill_noop", ["loop-a"])
+    tmux.probe("loop-a")
+    state.set_fault("fail", {"kill-session": "server exited unexpectedly"})
+    result = tmux.spawn("loop-a", ["prog", "x"], tmp_path)
+    assert result.outcome is SpawnOutcome.OCCUPIED_UNCLEARABLE
+    assert "server exited unexpectedly" in (result.error or "")
+    assert "new-session" not in state.commands()
+
+
+def test_ac5_duplicate_with_live_racer_is_occupied_live(fake: Fake, tmp_path: Path) -> None:
+    tmux, state = fake
+    state.set_fault("duplicate", {"loop-a": {"times": 1, "occupant": "live"}})
+    result = tmux.spawn("loop-a", ["prog", "x"], tmp_path)
+    assert result.outcome is SpawnOutcome.OCCUPIED_LIVE
+    assert state.sessions()["loop-a"]["argv"] == ["racer"]  # the racer, untouched
+    assert "kill-session" not in state.commands()
+
+
+def test_ac5_duplicate_with_dead_leftover_clears_and_retries_once(
+    fake: Fake, tmp_path: Path
+) -> None:
+    tmux, state = fake
+    state.set_fault("duplicate", {"loop-a": {"times": 1, "occupant": "dead"}})
+    result = tmux.spawn("loop-a", ["prog", "x"], tmp_path)
+    assert result.outcome is SpawnOutcome.SPAWNED
+    assert result.cleared
+    assert state.commands().count("new-session") == 2
+    assert state.sessions()["loop-a"]["argv"] == ["prog", "x"]
+
+
+def test_ac5_never_loops_on_repeated_duplicates(fake: Fake, tmp_path: Path) -> None:
+    tmux, state = fake
+    state.set_fault("duplicate", {"loop-a": {"times": 50, "occupant": "dead"}})
+    result = tmux.spawn("loop-a", ["prog", "x"], tmp_path)
+    assert result.outcome is SpawnOutcome.OCCUPIED_UNCLEARABLE
+    assert state.commands().count("new-session") == 2  # the first try and ONE retry
+
+
+def test_ac5_duplicate_then_no_answer_is_unclearable(fake: Fake, tmp_path: Path) -> None:
+    tmux, state = fake
+    state.set_fault("duplicate", {"loop-a": {"times": 1, "occupant": None}})
+    state.set_fault("fail", {"list-panes": "lost server"})
+    result = tmux.spawn("loop-a", ["prog", "x"], tmp_path)
+    # The pre-flight probe failed too: with no answer, spawn does nothing.
+    assert result.outcome is SpawnOutcome.FAILED
+    assert state.commands() == ["list-panes"]
+
+
+def test_ac5_duplicate_without_occupant_retries_once(fake: Fake, tmp_path: Path) -> None:
+    tmux, state = fake
+    state.set_fault("duplicate", {"loop-a": {"times": 1, "occupant": None}})
+    result = tmux.spawn("loop-a", ["prog", "x"], tmp_path)
+    assert result.outcome is SpawnOutcome.SPAWNED
+    assert not result.cleared
+
+
+def test_other_new_session_failure_carries_tmux_text(fake: Fake, tmp_path: Path) -> None:
+    tmux, state = fake
+    text = "create window failed: fork failed: Resource temporarily unavailable"
+    state.set_fault("fail", {"new-session": text})
+    result = tmux.spawn("loop-a", ["prog", "x"], tmp_path)
+    assert result.outcome is SpawnOutcome.FAILED
+    assert result.error == text
+
+
+def test_hanging_probe_is_unknown_and_spawn_kills_nothing(fake: Fake, tmp_path: Path) -> None:
+    tmux, state = fake
+    state.add_session("loop-a", dead=True)
+    state.set_fault("hang", ["list-panes"])
+    started = time.monotonic()
+    assert tmux.probe("loop-a", timeout=0.5) is Presence.UNKNOWN
+    assert time.monotonic() - started < 5
+    result = tmux.spawn("loop-a", ["prog", "x"], tmp_path)
+    assert result.outcome is SpawnOutcome.FAILED
+    assert "kill-session" not in state.commands()
+    assert state.sessions()["loop-a"]["panes"][0]["dead"] is True
+    with pytest.raises(TmuxUnavailable):
+        tmux.panes(timeout=0.5)
+
+
+def test_hanging_server_makes_delivery_transient(fake: Fake) -> None:
+    tmux, state = fake
+    state.add_session("loop-a")
+    state.set_fault("hang", ["*"])
+    result = tmux.deliver("loop-a", "hello", timeout=0.5)
+    assert (result.ok, result.session_missing) == (False, False)
+    state.clear_faults()
+    assert tmux.deliver("loop-a", "hello").ok
+    assert state.typed("loop-a") == [["paste-bracketed", "hello"], ["keys", "Enter"]]
+
+
+def test_delivery_to_dead_pane_never_pastes(fake: Fake) -> None:
+    tmux, state = fake
+    state.add_session("loop-a", dead=True)
+    state.add_session("loop-keep")
+    result = tmux.deliver("loop-a", "hello")
+    assert (result.ok, result.session_missing) == (False, True)
+    # The fake models tmux 3.3a's crash on a paste into a dead pane: it did not happen.
+    assert sorted(state.sessions()) == ["loop-a", "loop-keep"]
+    assert state.read()["buffers"] == {}
+    assert state.typed("loop-a") == []
+
+
+def test_delivery_is_one_tmux_process(fake: Fake) -> None:
+    tmux, state = fake
+    state.add_session("loop-a")
+    before = len(state.log())
+    assert tmux.deliver("loop-a", "x" * 1000).ok
+    assert len(state.log()) == before + 1
+
+
+def test_old_tmux_spawns_without_env_and_warns_once(fake: Fake, tmp_path: Path) -> None:
+    tmux, state = fake
+    state.set_fault("version", "tmux 3.1c")
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        first = tmux.spawn("loop-a", ["prog", "x"], tmp_path, {"LOOP_A": "s3cret"})
+        second = tmux.spawn("loop-b", ["prog", "x"], tmp_path, {"LOOP_A": "s3cret"})
+    assert first.ok
+    assert second.ok
+    assert len(seen) == 1
+    assert seen[0].category is TmuxCapabilityWarning
+    assert "new-session -e (needs 3.2)" in str(seen[0].message)
+    assert "s3cret" not in str(seen[0].message)
+    assert all("-e" not in argv for argv in state.log())
+    # respawn-pane -e exists since 3.0, so 3.1 passes env there.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert tmux.respawn("loop-a", ["prog", "y"], tmp_path, {"LOOP_A": "v2"}).ok
+    assert state.sessions()["loop-a"]["env"] == {"LOOP_A": "v2"}
+
+
+def test_very_old_tmux_respawns_without_env(fake: Fake, tmp_path: Path) -> None:
+    tmux, state = fake
+    state.set_fault("version", "tmux 2.9a")
+    state.add_session("loop-a")
+    with pytest.warns(TmuxCapabilityWarning, match="respawn-pane -e"):
+        assert tmux.respawn("loop-a", ["prog", "y"], tmp_path, {"LOOP_A": "v"}).ok
+
+
+def test_install_fake_tmux_writes_a_runnable_shim(tmp_path: Path) -> None:
+    shim = install_fake_tmux(tmp_path / "b", tmp_path / "s.json")
+    done = subprocess.run([str(shim), "-V"], capture_output=True, text=True, check=True)
+    assert done.stdout == "tmux 3.3a\n"
+    assert json.loads((tmp_path / "s.json").read_text())["sessions"] == {}
+    module = subprocess.run(
+        [sys.executable, "-m", "loop_tmux.fake", "ls"], capture_output=True, text=True
+    )
+    assert module.returncode == 2
+    assert "LOOP_TMUX_FAKE_STATE" in module.stderr

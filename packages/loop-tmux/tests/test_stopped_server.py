@@ -1,0 +1,81 @@
+"""The reporter's scenario, for real: a tmux server too busy (SIGSTOPped) to answer."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from loop_tmux_testlib import Recorder, tmux_out, wait_for
+
+from loop_tmux import Presence, SpawnOutcome, Tmux, TmuxUnavailable
+
+pytestmark = pytest.mark.tmux
+
+
+def test_stopped_server_is_unknown_never_absent(
+    tmux: Tmux, recorder: Callable[[str], Recorder], tmp_path: Path
+) -> None:
+    rec = recorder("loop-busy")
+    (harness,) = tmux.pane_pids("loop-busy")
+    server = int(tmux_out(tmux, "display-message", "-p", "#{pid}").strip())
+    quick = Tmux(
+        socket_name=tmux.socket_name, config_file="/dev/null", probe_timeout=0.4, timeout=0.6
+    )
+    os.kill(server, signal.SIGSTOP)
+    try:
+        assert quick.probe("loop-busy") is Presence.UNKNOWN
+        assert quick.probe("loop-other") is Presence.UNKNOWN
+        sent = quick.deliver("loop-busy", "during the stop")
+        assert sent.ok is False
+        assert sent.session_missing is False  # transient: never a respawn (AC2)
+        assert sent.error
+        assert "did not answer" in sent.error
+        over = quick.spawn("loop-busy", ["sleep", "300"], tmp_path)
+        assert over.outcome is SpawnOutcome.FAILED
+        assert "nothing killed" in (over.error or "")
+        fresh = quick.spawn("loop-new", ["sleep", "300"], tmp_path)
+        assert fresh.outcome is SpawnOutcome.FAILED
+        with pytest.raises(TmuxUnavailable):
+            quick.panes()
+        with pytest.raises(TmuxUnavailable):
+            quick.pane_pids("loop-busy")
+        with pytest.raises(TmuxUnavailable):
+            quick.survived("loop-busy", 0.0)
+        assert quick.terminate("loop-busy", grace=0.1) is False
+    finally:
+        os.kill(server, signal.SIGCONT)
+
+    # Everything proceeds: the same harness, nothing killed, nothing spawned.
+    assert tmux.probe("loop-busy") is Presence.LIVE
+    assert tmux.pane_pids("loop-busy") == [harness]
+    assert tmux.probe("loop-new") is Presence.ABSENT
+    assert sorted(p.session for p in tmux.panes()) == ["loop-busy"]
+    assert tmux.deliver("loop-busy", "after the stop").ok
+    expected = b"\x1b[200~after the stop\x1b[201~\r"
+    # The text sent during the stop is never pasted late: only the retry arrives.
+    assert rec.wait_bytes(len(expected)) == expected
+
+
+def test_a_timed_out_action_may_still_run_when_the_server_resumes(
+    tmux: Tmux, tmp_path: Path
+) -> None:
+    """Why callers must treat a timed-out spawn/respawn as "may have happened"."""
+    assert tmux.spawn("loop-late", ["sleep", "300"], tmp_path).ok
+    (before,) = tmux.pane_pids("loop-late")
+    server = int(tmux_out(tmux, "display-message", "-p", "#{pid}").strip())
+    quick = Tmux(socket_name=tmux.socket_name, config_file="/dev/null", timeout=0.4)
+    os.kill(server, signal.SIGSTOP)
+    try:
+        result = quick.respawn("loop-late", ["sleep", "301"], tmp_path)
+        assert result.ok is False
+        assert result.session_missing is False
+        assert "may still" in (result.error or "")
+    finally:
+        os.kill(server, signal.SIGCONT)
+    after = wait_for(
+        lambda: tmux.pane_pids("loop-late") != [before] and tmux.pane_pids("loop-late")
+    )
+    assert after != [before]
