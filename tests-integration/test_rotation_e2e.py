@@ -1,0 +1,403 @@
+"""Env rotation end to end: real tmux on a private socket, the real `the-loop` command,
+the fake harness, a real loopback HTTP server standing in for Slack.
+
+The story: sessions run on a token; the operator rotates it in the env file; status
+says which sessions are stale; `sessions restart --all` rolls them, each resuming its
+own conversation in its own cwd; a session spawned afterwards is born on the new value
+although tmux's global environment still holds the old one. Throughout, no value ever
+appears in an output, the event log, JSON, the Slack payload or a tmux argv.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+pytestmark = [
+    pytest.mark.tmux,
+    pytest.mark.skipif(shutil.which("tmux") is None, reason="needs a tmux binary"),
+]
+
+HARNESS = Path(__file__).parent / "harness" / "fake_harness.py"
+DRIFT_WORDS = "running with a stale environment - run: the-loop sessions restart --all"
+
+
+def fp(value: str) -> str:
+    return hashlib.sha256(value.encode()).hexdigest()[:12]
+
+
+def the_loop_argv() -> list[str]:
+    beside = Path(sys.executable).parent / "the-loop"
+    if beside.exists():
+        return [str(beside)]
+    return [sys.executable, "-c", "from loop_cli.main import main; main()"]
+
+
+@dataclass
+class Deployment:
+    """One the-loop deployment in a temp dir, on its own tmux server."""
+
+    root: Path
+    socket: str
+    env: dict[str, str]
+    old: str = field(default_factory=lambda: f"old-{uuid.uuid4().hex}")
+    new: str = field(default_factory=lambda: f"new-{uuid.uuid4().hex}")
+    outputs: list[str] = field(default_factory=list)
+
+    @property
+    def config(self) -> Path:
+        return self.root / "config.yaml"
+
+    @property
+    def env_file(self) -> Path:
+        return self.root / "app.env"
+
+    @property
+    def convos(self) -> Path:
+        return self.root / "convos"
+
+    def write_env(self, token: str, extra: str = "") -> None:
+        self.env_file.write_text(f"# rotated tokens\nAPI_TOKEN={token}\nREGION=eu-west\n{extra}")
+
+    def run(
+        self, *args: str, check: bool = True, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            [*the_loop_argv(), "--config", str(self.config), *args],
+            capture_output=True,
+            text=True,
+            env=env or self.env,
+            cwd=self.root,
+            timeout=90,
+        )
+        self.outputs += [done.stdout, done.stderr]
+        if check:
+            assert done.returncode == 0, (args, done.returncode, done.stdout, done.stderr)
+        return done
+
+    def tmux(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["tmux", "-L", self.socket, *args],
+            capture_output=True,
+            text=True,
+            env=self.env,
+            timeout=10,
+            check=False,
+        )
+
+    def open_and_start(self, n: int) -> list[str]:
+        refs = []
+        for _ in range(n):
+            ref = self.run("item", "open", "a ticket", "--project", "proj").stdout.strip()
+            refs.append(ref)
+        for ref in refs:
+            self.run("sessions", "start", ref)
+        return refs
+
+    def sessions(self) -> dict[str, dict]:
+        rows = json.loads(self.run("sessions", "list", "--format", "json").stdout)
+        return {row["ref"]: row for row in rows}
+
+    def starts(self, conversation: str) -> list[dict]:
+        path = self.convos / f"{conversation}.jsonl"
+        if not path.exists():
+            return []
+        lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        return [rec for rec in lines if rec["event"] == "start"]
+
+    def wait_starts(self, conversation: str, count: int, timeout: float = 15.0) -> list[dict]:
+        deadline = time.monotonic() + timeout
+        while True:
+            found = self.starts(conversation)
+            if len(found) >= count or time.monotonic() > deadline:
+                return found
+            time.sleep(0.05)
+
+    def event_log_text(self) -> str:
+        state = self.root / "state"
+        return "".join(p.read_text() for p in sorted(state.glob("events.jsonl*")))
+
+
+@pytest.fixture
+def deployment(tmp_path: Path) -> Iterator[Deployment]:
+    socket = f"loop-test-rot-{uuid.uuid4().hex[:10]}"
+    env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', os.defpath)}"
+    for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"):
+        env.pop(name, None)
+    dep = Deployment(tmp_path, socket, env)
+    (tmp_path / "work").mkdir()
+    dep.convos.mkdir()
+    # The tmux server started by the first spawn inherits this: panes find conversations.
+    env["FAKE_HARNESS_DIR"] = str(dep.convos)
+    py, harness = sys.executable, str(HARNESS)
+    dep.config.write_text(
+        json.dumps(
+            {
+                "stateDir": str(tmp_path / "state"),
+                "routing": {"tmuxSocket": socket},
+                "services": {"poller": False},
+                "harness": {
+                    "adapter": "generic",
+                    "argv": [py, harness, "--session-id", "{session_id}", "{prompt}"],
+                    "resumeArgv": [py, harness, "--resume", "{session_id}", "{prompt}"],
+                    "cwd": str(tmp_path / "work"),
+                },
+                "env": {"file": str(dep.env_file)},
+            }
+        )
+    )
+    dep.write_env(dep.old)
+    try:
+        yield dep
+    finally:
+        subprocess.run(
+            ["tmux", "-L", socket, "kill-server"], env=env, capture_output=True, check=False
+        )
+
+
+def assert_no_value(dep: Deployment, *texts: str) -> None:
+    haystack = "\n".join([*dep.outputs, dep.event_log_text(), *texts])
+    for value in (dep.old, dep.new):
+        assert value not in haystack
+
+
+def test_rotation_fleet_story(deployment: Deployment) -> None:
+    dep = deployment
+    refs = dep.open_and_start(4)
+    sessions = dep.sessions()
+    convo = {ref: sessions[ref]["conversationId"] for ref in refs}
+    for ref in refs:
+        (first,) = dep.wait_starts(convo[ref], 1)
+        assert first["env_fp"]["API_TOKEN"] == fp(dep.old)
+
+    # The server itself holds the old value, as after a daemon restart under it.
+    assert dep.tmux("set-environment", "-g", "API_TOKEN", dep.old).returncode == 0
+    status = dep.run("status")
+    assert DRIFT_WORDS not in status.stdout
+
+    dep.write_env(dep.new)
+    status = dep.run("status")
+    assert f"sessions: 4 of 4 {DRIFT_WORDS}" in status.stdout
+    data = json.loads(dep.run("status", "--format", "json").stdout)
+    block = data["sessionEnvironment"]
+    assert block["counts"]["stale"] == 4
+    assert {row["stale"][0]["process"] for row in block["sessions"]} == {fp(dep.old)}
+
+    doctor = json.loads(dep.run("env", "doctor", "--format", "json").stdout)
+    token = next(row for row in doctor["names"] if row["name"] == "API_TOKEN")
+    assert (token["file"], token["tmuxGlobal"]) == (fp(dep.new), fp(dep.old))
+    assert token["sessions"] == {fp(dep.old): 4}
+
+    dry = json.loads(
+        dep.run("sessions", "restart", "--all", "--dry-run", "--format", "json").stdout
+    )
+    assert {row["outcome"] for row in dry["rows"]} == {"would-restart"}
+    assert all(len(dep.starts(convo[ref])) == 1 for ref in refs)  # nothing touched
+
+    done = dep.run("sessions", "restart", "--all", "--format", "json")
+    rows = {row["ref"]: row for row in json.loads(done.stdout)["rows"]}
+    assert {rows[ref]["outcome"] for ref in refs} == {"restarted"}, rows
+    assert all(rows[ref]["tmuxName"] == sessions[ref]["tmuxName"] for ref in refs)
+
+    for ref in refs:
+        first, second = dep.wait_starts(convo[ref], 2)[:2]
+        assert second["mode"] == "resume"
+        assert second["session_id"] == convo[ref]
+        assert second["cwd"] == first["cwd"] == sessions[ref]["cwd"]
+        assert second["env_fp"]["API_TOKEN"] == fp(dep.new)
+        assert second["env_fp"]["THE_LOOP_WORK_ITEM"] == fp(ref)
+    after = dep.sessions()
+    assert all(after[ref]["presence"] == "live" for ref in refs)
+
+    status = dep.run("status")
+    assert DRIFT_WORDS not in status.stdout
+    again = json.loads(dep.run("sessions", "restart", "--all", "--format", "json").stdout)
+    assert {row["outcome"] for row in again["rows"]} == {"up-to-date"}
+
+    # Born after the rotation: the file's value, though tmux's global env is still old.
+    (late,) = dep.open_and_start(1)
+    (start,) = dep.wait_starts(dep.sessions()[late]["conversationId"], 1)
+    assert start["env_fp"]["API_TOKEN"] == fp(dep.new)
+    assert dep.tmux("show-environment", "-g", "API_TOKEN").stdout.strip() == (
+        f"API_TOKEN={dep.old}"
+    )
+
+    events = [json.loads(line) for line in dep.event_log_text().splitlines()]
+    restarts = [e for e in events if e["type"] == "session.env_restart"]
+    assert sorted(e["workItem"] for e in restarts) == sorted(refs)
+    assert all(e["detail"]["staleNames"] == ["API_TOKEN"] for e in restarts)
+    assert_no_value(dep)
+
+
+def test_not_resumable_and_not_running_sessions_are_left_alone(deployment: Deployment) -> None:
+    dep = deployment
+    running, stopped = dep.open_and_start(2)
+    dep.run("sessions", "stop", stopped)
+    dep.write_env(dep.new)
+    cfg = json.loads(dep.config.read_text())
+    del cfg["harness"]["resumeArgv"]  # the harness can no longer resume
+    dep.config.write_text(json.dumps(cfg))
+    pids = dep.sessions()[running]["pids"]
+
+    out = dep.run("sessions", "restart", running, stopped, "--format", "json", check=False)
+
+    rows = {row["ref"]: row["outcome"] for row in json.loads(out.stdout)["rows"]}
+    assert rows == {running: "skipped-not-resumable", stopped: "skipped-unregistered"}
+    assert out.returncode == 0
+    assert dep.sessions()[running]["pids"] == pids  # the live agent was not touched
+
+
+def test_preflight_failure_leaves_the_session_running(deployment: Deployment) -> None:
+    dep = deployment
+    (ref,) = dep.open_and_start(1)
+    before = dep.sessions()[ref]
+    dep.write_env(dep.new)
+    cfg = json.loads(dep.config.read_text())
+    cfg["harness"]["resumeArgv"][0] = str(dep.root / "no-such-python")
+    dep.config.write_text(json.dumps(cfg))
+
+    out = dep.run("sessions", "restart", "--all", check=False)
+
+    assert out.returncode == 1
+    assert "failed" in out.stdout
+    assert "left running" in out.stdout
+    assert "no-such-python" in out.stdout
+    assert dep.sessions()[ref]["pids"] == before["pids"]
+    assert_no_value(dep)
+
+
+def test_refusals(deployment: Deployment) -> None:
+    dep = deployment
+    neither = dep.run("sessions", "restart", check=False)
+    assert neither.returncode == 2
+    assert "--all" in neither.stderr
+    assert "ref" in neither.stderr
+
+    dep.env_file.unlink()
+    gone = dep.run("sessions", "restart", "--all", check=False)
+    assert gone.returncode == 2
+    assert str(dep.env_file) in gone.stderr
+    assert "Traceback" not in gone.stderr
+    assert dep.run("env", "doctor", check=False).returncode == 2
+
+    cfg = json.loads(dep.config.read_text())
+    del cfg["env"]
+    dep.config.write_text(json.dumps(cfg))
+    unset = dep.run("sessions", "restart", "--all", check=False)
+    assert unset.returncode == 2
+    assert "env.file" in unset.stderr
+
+
+class FakeSlack:
+    """Answers like Slack's incoming webhooks: 200 "ok", or the configured failure."""
+
+    def __init__(self, status: int = 200, body: str = "ok") -> None:
+        self.status, self.body, self.received = status, body, []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                outer.received.append(raw.decode())
+                self.send_response(outer.status)
+                self.send_header("Content-Length", str(len(outer.body)))
+                self.end_headers()
+                self.wfile.write(outer.body.encode())
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}/services/T1/B1/hook"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_redaction_across_every_command(deployment: Deployment) -> None:
+    """Every command of env rotation, success and failure paths, with a value that
+    would be found anywhere it leaked."""
+    dep = deployment
+    refs = dep.open_and_start(2)
+    dep.write_env(dep.new, extra=f"broken line {dep.new}\n")  # a malformed line holding a value
+    slack, broken = FakeSlack(), FakeSlack(status=500, body="invalid_payload")
+    try:
+        for fmt in ("text", "json", "slack"):
+            dep.run("status", "--format", fmt, check=False)
+        ok = dict(dep.env, THE_LOOP_SLACK_WEBHOOK_URL=slack.url)
+        assert dep.run("status", "--format", "slack", "--post", env=ok, check=False).returncode in (
+            0,
+            1,
+        )
+        bad = dict(dep.env, THE_LOOP_SLACK_WEBHOOK_URL=broken.url)
+        failed = dep.run("status", "--format", "slack", "--post", env=bad, check=False)
+        assert failed.returncode == 1
+        assert "HTTP 500" in failed.stderr
+        for fmt in ("text", "json"):
+            dep.run("env", "doctor", "--format", fmt)
+            dep.run("sessions", "restart", "--all", "--dry-run", "--format", fmt)
+        warned = dep.run("sessions", "restart", refs[0], "--format", "text", check=False)
+        assert "malformed line(s) 4" in warned.stderr
+        dep.run("sessions", "restart", "--all", "--force", "--format", "json", check=False)
+        dep.env_file.unlink()
+        dep.run("sessions", "restart", "--all", check=False)
+        dep.run("env", "doctor", check=False)
+        dep.run("status", "--format", "json", check=False)
+    finally:
+        slack.close()
+        broken.close()
+    assert len(slack.received) == 1
+    assert "stale environment" in slack.received[0]
+    state = b"".join(p.read_bytes() for p in (dep.root / "state").rglob("*") if p.is_file())
+    assert_no_value(dep, *slack.received, *broken.received, state.decode("latin-1"))
+
+
+def test_no_value_on_any_tmux_argv(deployment: Deployment, tmp_path: Path) -> None:
+    """A recording `tmux` first on PATH logs the argv of every tmux client the-loop
+    runs during a spawn and a restart; no value may be among them, nor in the panes'
+    own command lines."""
+    dep = deployment
+    real = shutil.which("tmux", path=dep.env["PATH"])
+    assert real is not None
+    bindir, log = tmp_path / "recording-bin", tmp_path / "tmux-argv.log"
+    bindir.mkdir()
+    wrapper = bindir / "tmux"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        f'for a in "$@"; do printf "%s\\n" "$a"; done >> "{log}"\n'
+        f'printf "%s\\n" "-- end of call --" >> "{log}"\n'
+        f'exec "{real}" "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    dep.env["PATH"] = f"{bindir}{os.pathsep}{dep.env['PATH']}"
+
+    (ref,) = dep.open_and_start(1)
+    dep.write_env(dep.new)
+    done = json.loads(dep.run("sessions", "restart", "--all", "--format", "json").stdout)
+    assert [row["outcome"] for row in done["rows"]] == ["restarted"]
+
+    recorded = log.read_text()
+    assert "new-session" in recorded
+    assert "respawn-pane" in recorded
+    assert dep.old not in recorded
+    assert dep.new not in recorded
+    for pid in dep.sessions()[ref]["pids"]:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+        assert dep.new not in cmdline
+        assert "fake_harness.py" in cmdline
