@@ -7,6 +7,7 @@ gracefully (the app's lifespan drains the worker); the heartbeat thread stops wi
 from __future__ import annotations
 
 import logging
+import signal
 import socket
 import threading
 from collections.abc import Callable
@@ -61,9 +62,28 @@ def serve(
 
     ticker = threading.Thread(target=beat, name="the-loop-webhook-heartbeat", daemon=True)
     ticker.start()
+    previous = _absorb_stop_signals(server)
     try:
         server.run(sockets=[sock])
     finally:
         done.set()
         ticker.join(timeout=5)
         sock.close()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _absorb_stop_signals(server: uvicorn.Server) -> dict[int, Any]:
+    """Handlers that uvicorn restores after its graceful shutdown.
+
+    uvicorn re-raises the SIGTERM/SIGINT it caught once it has shut down; with the
+    default handlers that kills the process before the caller can record a clean stop.
+    These handlers turn the re-raise into "exit" requests, so `serve` returns normally.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+
+    def stop(signum: int, frame: Any) -> None:
+        server.should_exit = True
+
+    return {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}

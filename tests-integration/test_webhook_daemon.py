@@ -1,0 +1,265 @@
+"""`the-loop gh-webhook start --route` as a real process on a loopback port.
+
+Driven by signed requests like GitHub's; routes into a private tmux server running the
+fake harness; stopped with SIGTERM like systemd would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from loop_cli.webhook.verify import sign
+
+HERE = Path(__file__).resolve().parent
+FAKE_HARNESS = HERE / "harness" / "fake_harness.py"
+SECRET = "daemon-secret-Zq9"
+REPO = "octo/app"
+
+pytestmark = pytest.mark.tmux
+
+
+class Daemon:
+    def __init__(self, tmp: Path, socket_name: str) -> None:
+        self.tmp = tmp
+        self.convo = tmp / "conversations"
+        self.convo.mkdir(exist_ok=True)
+        (tmp / "work").mkdir(exist_ok=True)
+        config = {
+            "stateDir": str(tmp / "state"),
+            "tracker": "github",
+            "github": {"repositories": [REPO], "tokenEnv": "NO_TOKEN_HERE"},
+            "authorizedActors": ["alice"],
+            "harness": {
+                "adapter": "claude-code",
+                "binary": str(FAKE_HARNESS),
+                "cwd": str(tmp / "work"),
+            },
+            "routing": {"tmuxSocket": socket_name},
+            "webhook": {"secretEnv": "HOOK_SECRET", "maxBodyBytes": 65536},
+        }
+        self.config = tmp / "config.yaml"
+        self.config.write_text(yaml.safe_dump(config))
+        self.env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
+        self.env.update(
+            THE_LOOP_CONFIG=str(self.config),
+            HOOK_SECRET=SECRET,
+            FAKE_HARNESS_DIR=str(self.convo),
+            HOME=str(tmp),
+        )
+        self.proc: subprocess.Popen[str] | None = None
+        self.url = ""
+        self.stderr: list[str] = []
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "loop_cli.main",
+                "gh-webhook",
+                "start",
+                "--route",
+                "--port",
+                "0",
+            ],
+            env=self.env,
+            stderr=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            text=True,
+        )
+        found = threading.Event()
+
+        def read() -> None:
+            assert self.proc is not None
+            assert self.proc.stderr is not None
+            for line in self.proc.stderr:
+                self.stderr.append(line)
+                m = re.search(r"listening on (http://127\.0\.0\.1:\d+)", line)
+                if m:
+                    self.url = m.group(1)
+                    found.set()
+
+        threading.Thread(target=read, daemon=True).start()
+        if not found.wait(30):
+            self.stop()
+            raise AssertionError("daemon did not start: " + "".join(self.stderr))
+
+    def stop(self) -> int:
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return self.proc.wait()
+
+    def post(
+        self,
+        body: bytes,
+        *,
+        event: str = "issue_comment",
+        guid: str | None = None,
+        signed: bool = True,
+        ctype: str = "application/json",
+        signature: str | None = None,
+    ) -> httpx.Response:
+        headers = {
+            "Content-Type": ctype,
+            "X-GitHub-Event": event,
+            "X-GitHub-Delivery": guid or uuid.uuid4().hex,
+        }
+        if signed:
+            headers["X-Hub-Signature-256"] = signature or sign(SECRET.encode(), body)
+        return httpx.post(self.url + "/", content=body, headers=headers, timeout=10)
+
+    def messages(self) -> list[str]:
+        out = []
+        for path in self.convo.glob("*.jsonl"):
+            for line in path.read_text().splitlines():
+                rec = json.loads(line)
+                if rec.get("event") == "start" and rec.get("prompt"):
+                    out.append(rec["prompt"])
+                if rec.get("event") == "message":
+                    out.append(rec["text"])
+        return out
+
+    def heartbeat(self) -> Any:
+        from loop_cli.heartbeat import read
+        from loop_dispatch.store import Store
+
+        store = Store.open(self.tmp / "state")
+        try:
+            return read(store, "webhook")
+        finally:
+            store.close()
+
+
+@pytest.fixture
+def daemon(tmp_path: Path) -> Iterator[Daemon]:
+    if shutil.which("tmux") is None:
+        pytest.skip("tmux is not installed")
+    name = f"loop-test-whd-{uuid.uuid4().hex[:10]}"
+    d = Daemon(tmp_path, name)
+    d.start()
+    yield d
+    d.stop()
+    env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
+    subprocess.run(["tmux", "-L", name, "kill-server"], capture_output=True, env=env, check=False)
+
+
+def comment(body: str, cid: int, login: str = "alice", number: int = 3) -> bytes:
+    stamp = "2026-01-01T12:00:00Z"
+    return json.dumps(
+        {
+            "action": "created",
+            "issue": {
+                "number": number,
+                "title": "t",
+                "body": "",
+                "user": {"login": "alice"},
+                "labels": [],
+                "state": "open",
+                "html_url": "",
+                "created_at": stamp,
+                "updated_at": stamp,
+                "closed_at": None,
+            },
+            "comment": {
+                "id": cid,
+                "user": {"login": login},
+                "body": body,
+                "html_url": "",
+                "created_at": stamp,
+                "updated_at": stamp,
+            },
+            "repository": {"full_name": REPO},
+            "sender": {"login": login},
+        }
+    ).encode()
+
+
+def wait_for(predicate, timeout: float = 20.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(0.05)
+
+
+def test_bad_requests_get_their_status_and_the_daemon_lives_on(daemon: Daemon) -> None:
+    good = comment("hello", 1)
+    assert daemon.post(good, signed=False).status_code == 401
+    tampered = good.replace(b"hello", b"HELLO")
+    assert daemon.post(tampered, signature=sign(SECRET.encode(), good)).status_code == 401
+    assert daemon.post(good, ctype="text/plain").status_code == 415
+    assert daemon.post(b"{" * 70_000).status_code == 413
+    assert daemon.post(b"{oops").status_code == 400
+    assert daemon.post(b'{"zen": "hi"}', event="ping").status_code == 200
+    # Garbage straight onto the socket, then a clean request still works.
+    host, port = daemon.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=5) as raw:
+        raw.sendall(b"\x00\xffNOT HTTP AT ALL\r\n\r\n")
+        raw.recv(1024)
+    assert daemon.post(b'{"zen": "hi"}', event="ping").status_code == 200
+    assert daemon.proc is not None
+    assert daemon.proc.poll() is None
+
+
+def test_comment_is_answered_202_before_dispatch_and_reaches_a_session(daemon: Daemon) -> None:
+    started = time.monotonic()
+    r = daemon.post(comment("Please add a changelog entry.", 41))
+    elapsed = time.monotonic() - started
+    assert r.status_code == 202
+    assert r.json()["deliveryId"] == f"comment:github:{REPO}:41"
+    # The dispatcher waits ~1 s for the harness to survive its start; the answer did not.
+    assert elapsed < 0.9
+    assert wait_for(lambda: any("Please add a changelog entry." in m for m in daemon.messages()))
+    beat = wait_for(daemon.heartbeat)
+    assert beat.running()
+
+
+def test_unauthorized_and_redelivered_comments_are_not_pasted(daemon: Daemon) -> None:
+    assert daemon.post(comment("first", 51), guid="g-51").status_code == 202
+    assert wait_for(lambda: any("first" in m for m in daemon.messages()))
+    r = daemon.post(comment("evil", 52, login="mallory"))
+    assert r.status_code == 202
+    assert r.json()["status"] == "ignored"
+    assert daemon.post(comment("first", 51), guid="g-51").status_code == 200
+    assert daemon.post(comment("first", 51), guid="g-51-retry").status_code == 202
+    time.sleep(1.5)
+    texts = daemon.messages()
+    assert sum("first" in m for m in texts) == 1
+    assert not any("evil" in m for m in texts)
+
+
+def test_sigterm_stops_cleanly_and_dedupe_survives_a_restart(daemon: Daemon) -> None:
+    body = b'{"zen": "x"}'
+    assert daemon.post(comment("persisted", 61), guid="g-restart").status_code == 202
+    assert daemon.stop() == 0
+    beat = daemon.heartbeat()
+    assert beat.state == "stopped"
+    assert SECRET not in "".join(daemon.stderr)
+    daemon.start()
+    assert daemon.post(body, event="ping").status_code == 200
+    r = daemon.post(comment("persisted", 61), guid="g-restart")
+    assert r.status_code == 200
+    assert r.json()["status"] == "duplicate"
