@@ -146,6 +146,8 @@ def make(tmp_path, records, tmux, **kw):
         reader=tmux.reader,
         launcher_check=kw.pop("launcher_check", lambda: None),
         survival_delay=0,
+        verify_timeout=kw.pop("verify_timeout", 0),
+        sleep=lambda seconds: None,
         **kw,
     )
     return deps, events
@@ -208,6 +210,30 @@ def test_stale_rows_carry_both_fingerprints(tmp_path, env_file):
     assert rows[0].outcome is Outcome.VERIFIED_STALE
     assert rows[0].stale[0].process == fingerprint(OLD["API_TOKEN"])
     assert exit_code(rows) == 1
+
+
+def test_launcher_not_yet_execd_is_reread_until_it_holds_the_file(tmp_path, env_file):
+    """Until the launcher execs, the pane pid still shows the inherited (old) env."""
+    rec = record(1, tmp_path)
+    tmux = FakeTmux(next_env=dict(OLD))
+    tmux.start(rec.tmux_name, dict(OLD))
+    reads = []
+    base_reader = tmux.reader
+
+    def reader(pid):
+        reads.append(pid)
+        if len(reads) == 4:  # drift read, then two reads before the exec
+            tmux.envs[pid] = dict(NEW)
+        return base_reader(pid)
+
+    deps, _ = make(tmp_path, [rec], tmux, verify_timeout=30)
+    deps.reader = reader
+
+    rows = restart_sessions(select(True, []), env_file, deps)
+
+    assert rows[0].outcome is Outcome.RESTARTED
+    assert len(reads) == 4
+    assert tmux.survivor_calls == [[rec.tmux_name]]
 
 
 def test_force_relaunches_up_to_date_sessions(tmp_path, env_file):
@@ -306,7 +332,7 @@ def test_one_shared_survival_window_and_one_read_per_phase(tmp_path, env_file):
 
     assert {r.outcome for r in rows} == {Outcome.RESTARTED}
     assert tmux.survivor_calls == [[r.tmux_name for r in records]]
-    assert tmux.panes_calls == 2  # drift before, verification after
+    assert tmux.panes_calls == 2  # drift before, one verification round after
 
 
 def test_tmux_silent_after_relaunch_is_unverified_not_lost(tmp_path, env_file):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, ExitStack
@@ -38,6 +39,9 @@ if TYPE_CHECKING:
 EVENT_SOURCE = "sessions.restart"
 DEFAULT_WORKERS = 8
 DEFAULT_SURVIVAL_DELAY = 1.0
+DEFAULT_VERIFY_TIMEOUT = 5.0
+"""How long a relaunched pane may still show the launcher's inherited environment."""
+VERIFY_POLL = 0.1
 LAUNCHER_CHECK_TIMEOUT = 15.0
 RESUME_PROMPT = (
     "the-loop relaunched this session to load a refreshed environment "
@@ -150,6 +154,8 @@ class RestartDeps:
     reader: Callable[[int], Mapping[str, str] | None] = process_environ
     launcher_check: Callable[[], str | None] | None = None
     survival_delay: float = DEFAULT_SURVIVAL_DELAY
+    verify_timeout: float = DEFAULT_VERIFY_TIMEOUT
+    sleep: Callable[[float], None] = time.sleep
     max_workers: int = DEFAULT_WORKERS
     resume_prompt: str = RESUME_PROMPT
     _launcher_reason: list[str | None] = field(default_factory=list)
@@ -379,25 +385,52 @@ def relaunch(plans: Sequence[_Plan], declared: EnvFile, deps: RestartDeps) -> di
 
 
 def _survey(launched: Sequence[_Plan], declared: EnvFile, deps: RestartDeps) -> dict[str, Row]:
-    """ONE shared survival window and ONE pane read for every relaunched session."""
+    """ONE shared survival window, then one pane read per verification round.
+
+    A pane pid is the launcher until it execs the harness, and the launcher still holds
+    the inherited (old) environment: a stale reading is re-read, fleet-wide, until
+    `verify_timeout`, and only a reading still stale then is "verified-stale".
+    """
     rows: dict[str, Row] = {}
     try:
         alive = deps.tmux.survivors([p.record.tmux_name for p in launched], deps.survival_delay)
-        pids = live_pids(deps.tmux.panes())
     except TmuxUnavailable as err:
-        for item in launched:
-            ref = str(item.record.work_item)
-            why = f"relaunched; tmux did not answer the survival check ({err})"
-            rows[ref] = Row(ref, item.record.tmux_name, Outcome.UNVERIFIED, why)
-        return rows
+        return _unverified(launched, f"tmux did not answer the survival check ({err})")
+    pending = []
     for item in launched:
-        ref = str(item.record.work_item)
-        if not alive.get(item.record.tmux_name, False):
-            why = f"the relaunched harness exited within {deps.survival_delay:g}s"
-            rows[ref] = Row(ref, item.record.tmux_name, Outcome.FAILED, why)
+        if alive.get(item.record.tmux_name, False):
+            pending.append(item)
             continue
-        rows[ref] = _verify(item, pids.get(item.record.tmux_name, ()), declared, deps)
+        ref = str(item.record.work_item)
+        why = f"the relaunched harness exited within {deps.survival_delay:g}s"
+        rows[ref] = Row(ref, item.record.tmux_name, Outcome.FAILED, why)
+    deadline = time.monotonic() + deps.verify_timeout
+    while pending:
+        try:
+            pids = live_pids(deps.tmux.panes())
+        except TmuxUnavailable as err:
+            rows.update(_unverified(pending, f"tmux did not answer ({err})"))
+            break
+        still = []
+        for item in pending:
+            row = _verify(item, pids.get(item.record.tmux_name, ()), declared, deps)
+            if row.outcome is Outcome.VERIFIED_STALE and time.monotonic() < deadline:
+                still.append(item)
+            else:
+                rows[row.ref] = row
+        pending = still
+        if pending:
+            deps.sleep(VERIFY_POLL)
     return rows
+
+
+def _unverified(items: Sequence[_Plan], why: str) -> dict[str, Row]:
+    return {
+        str(p.record.work_item): Row(
+            str(p.record.work_item), p.record.tmux_name, Outcome.UNVERIFIED, f"relaunched; {why}"
+        )
+        for p in items
+    }
 
 
 def restart_sessions(
