@@ -1,0 +1,273 @@
+"""Dispatcher against a real tmux server (private socket) running the fake harness.
+
+These prove the tree end to end with real processes: first spawn with a recorded
+conversation, bracketed-paste delivery, AC12 resume under the same name, the resume
+fallback, close, and two processes racing on one item.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from loop_dispatch.adapters import ClaudeCodeAdapter, GenericAdapter
+from loop_dispatch.dispatcher import OutcomeKind
+from loop_dispatch.framing import frame
+from loop_dispatch.launch import LaunchSpec
+from loop_dispatch.model import WorkItemRef
+
+pytestmark = pytest.mark.tmux
+
+REF = WorkItemRef.parse("local:demo#4")
+NAME = REF.tmux_name()
+
+
+def _launcher(convo: Path):
+    def launch(record, argv):
+        return LaunchSpec(
+            list(argv),
+            {"THE_LOOP_WORK_ITEM": str(record.work_item), "FAKE_HARNESS_DIR": str(convo)},
+        )
+
+    return launch
+
+
+@pytest.fixture
+def setup(real_tmux, fake_harness, make_dispatcher, store, events):
+    program, convo = fake_harness
+    disp = make_dispatcher(
+        real_tmux,
+        ClaudeCodeAdapter(binary=str(program)),
+        launcher=_launcher(convo),
+        survival_delay=1.5,
+    )
+    return disp, real_tmux, convo
+
+
+def _started(read_conversation, convo: Path, conversation_id: str, n: int = 1):
+    return lambda: [r for r in read_conversation(convo, conversation_id) if r["event"] == "start"][
+        n - 1 :
+    ]
+
+
+def _messages(read_conversation, convo, conversation_id):
+    return [r for r in read_conversation(convo, conversation_id) if r["event"] == "message"]
+
+
+def test_first_spawn_then_delivery_by_bracketed_paste(
+    setup, store, events, make_event, read_conversation, wait_for
+):
+    disp, tmux, convo = setup
+    first = make_event(REF, body="Fix the build")
+    assert disp.dispatch(first).reason == "spawned"
+    record = store.registry.get(REF)
+    start = wait_for(_started(read_conversation, convo, record.conversation_id))[0]
+    assert start["mode"] == "fresh"
+    assert start["prompt"] == frame(first)
+    assert start["cwd"] == str(record.cwd)
+    assert "THE_LOOP_WORK_ITEM" in start["env_fp"]
+    assert REF.project not in json.dumps(start["env_fp"])  # fingerprints, not values
+
+    body = "multi-line\n```\nnot a fence break\n```\n$(rm -rf ~) `echo hi`"
+    second = make_event(REF, body=body)
+    outcome = disp.dispatch(second)
+    assert (outcome.kind, outcome.reason) == (OutcomeKind.PROCESSED, "delivered")
+    got = wait_for(lambda: _messages(read_conversation, convo, record.conversation_id))
+    assert got[0]["text"] == frame(second)
+    assert got[0]["bracketed"] is True
+    assert tmux.probe(NAME).value == "live"
+
+
+def test_ac12_killed_session_resumes_its_conversation_under_the_same_name(
+    setup, store, events, make_event, read_conversation, wait_for
+):
+    """AC12: the registry holds an active session whose tmux session was killed; the
+    next event respawns loop-<slug> running `--resume <recorded id>`; the id is kept."""
+    disp, tmux, convo = setup
+    disp.dispatch(make_event(REF))
+    record = store.registry.get(REF)
+    wait_for(_started(read_conversation, convo, record.conversation_id))
+    assert tmux.kill(NAME)
+    assert tmux.probe(NAME).value == "absent"
+
+    event = make_event(REF, body="are you still there?")
+    outcome = disp.dispatch(event)
+    assert (outcome.kind, outcome.reason) == (OutcomeKind.PROCESSED, "respawned")
+    assert tmux.probe(NAME).value == "live"
+    assert store.registry.get(REF).conversation_id == record.conversation_id
+    resumed = wait_for(_started(read_conversation, convo, record.conversation_id, 2))[0]
+    assert resumed["mode"] == "resume"
+    assert resumed["prompt"] == frame(event)
+    detail = events.read("session.respawned")[0]["detail"]
+    assert detail["resumed"] is True
+    assert detail["tmux_name"] == NAME
+    assert not events.read("session.resume_failed")
+
+
+def test_ac12_dead_pane_is_cleared_and_resumed(
+    setup, store, events, make_event, read_conversation, wait_for
+):
+    """A harness that exited leaves a DEAD pane (remain-on-exit): cleared, resumed."""
+    disp, tmux, convo = setup
+    disp.dispatch(make_event(REF))
+    record = store.registry.get(REF)
+    wait_for(_started(read_conversation, convo, record.conversation_id))
+    for pid in tmux.pane_pids(NAME):
+        os.kill(pid, 15)
+    wait_for(lambda: tmux.probe(NAME).value == "dead")
+    outcome = disp.dispatch(make_event(REF))
+    assert outcome.reason == "respawned"
+    assert events.read("session.respawned")[0]["detail"]["previous"] == "dead"
+
+
+def test_ac12_unknown_conversation_falls_back_to_fresh_with_resume_failed(
+    setup, store, events, make_event, read_conversation, wait_for
+):
+    """The harness refuses the resume (exits 1 at once): resume_failed, fresh conversation."""
+    disp, tmux, convo = setup
+    disp.dispatch(make_event(REF))
+    old = store.registry.get(REF).conversation_id
+    wait_for(_started(read_conversation, convo, old))
+    tmux.kill(NAME)
+    (convo / f"{old}.jsonl").unlink()  # the harness no longer knows the conversation
+
+    event = make_event(REF)
+    outcome = disp.dispatch(event)
+    assert (outcome.kind, outcome.reason) == (OutcomeKind.PROCESSED, "respawned_fresh")
+    new = store.registry.get(REF).conversation_id
+    assert new != old
+    start = wait_for(_started(read_conversation, convo, new))[0]
+    assert start["mode"] == "fresh"
+    assert start["prompt"] == frame(event)
+    assert events.read("session.resume_failed")[0]["detail"]["reason"] == (
+        "exited_within_survival_window"
+    )
+    assert tmux.probe(NAME).value == "live"
+
+
+def test_ac12_harness_without_resume_starts_fresh(
+    real_tmux, fake_harness, make_dispatcher, store, events, make_event, read_conversation, wait_for
+):
+    program, convo = fake_harness
+    adapter = GenericAdapter([str(program), "--session-id", "{session_id}", "{prompt}"])
+    disp = make_dispatcher(real_tmux, adapter, launcher=_launcher(convo), survival_delay=1.5)
+    disp.dispatch(make_event(REF))
+    old = store.registry.get(REF).conversation_id
+    wait_for(_started(read_conversation, convo, old))
+    real_tmux.kill(NAME)
+    assert disp.dispatch(make_event(REF)).reason == "respawned_fresh"
+    assert events.read("session.resume_failed")[0]["detail"]["reason"] == "adapter_cannot_resume"
+    assert store.registry.get(REF).conversation_id != old
+
+
+def test_live_unregistered_occupant_is_never_killed(
+    setup, store, events, make_event, read_conversation
+):
+    disp, tmux, convo = setup
+    assert tmux.spawn(NAME, ["sleep", "60"], str(convo)).outcome.value == "spawned"
+    pids = tmux.pane_pids(NAME)
+    event = make_event(REF)
+    outcome = disp.dispatch(event)
+    assert outcome.reason == "occupied_unregistered"
+    assert tmux.pane_pids(NAME) == pids
+    assert store.deliveries.state(event.delivery_id) is None
+
+
+def test_close_terminates_the_harness_and_keeps_scrollback(
+    setup, store, events, make_event, read_conversation, wait_for
+):
+    disp, tmux, convo = setup
+    disp.dispatch(make_event(REF))
+    record = store.registry.get(REF)
+    wait_for(_started(read_conversation, convo, record.conversation_id))
+    outcome = disp.close(REF)
+    assert outcome.reason == "closed"
+    assert outcome.detail == ""
+    assert tmux.probe(NAME).value == "dead"  # pane kept (scrollback), harness gone
+    exits = [r for r in read_conversation(convo, record.conversation_id) if r["event"] == "exit"]
+    assert exits[0]["signal"] == "SIGTERM"
+    assert store.registry.get(REF).status == "closed"
+
+
+RACER = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    from loop_tmux import Tmux
+    from loop_dispatch import (Store, EventLog, Dispatcher, ClaudeCodeAdapter, LaunchSpec,
+                               WorkItemRef, Event, EventKind)
+    from datetime import datetime, timezone
+    state, socket, program, convo, work, go, tag = sys.argv[1:8]
+    store = Store.open(state)
+    ref = WorkItemRef.parse("local:demo#4")
+    def launch(record, argv):
+        return LaunchSpec(list(argv), {"FAKE_HARNESS_DIR": convo})
+    d = Dispatcher(store, Tmux(socket_name=socket, config_file="/dev/null"),
+                   ClaudeCodeAdapter(binary=program), EventLog(Path(state) / "events.jsonl"),
+                   "t", cwd_for=lambda r: Path(work), lock_dir=Path(state) / "locks",
+                   launcher=launch, survival_delay=0)
+    event = Event("comment:race:" + tag, ref, EventKind.COMMENT, "alice", "race " + tag, "",
+                  datetime.now(timezone.utc))
+    while not Path(go).exists():
+        time.sleep(0.001)
+    print(d.dispatch(event).reason, flush=True)
+    """
+)
+
+
+def test_two_processes_dispatching_to_one_item_spawn_exactly_one_session(
+    real_tmux, fake_harness, tmp_path, read_conversation, wait_for
+):
+    program, convo = fake_harness
+    state = tmp_path / "race-state"
+    work = tmp_path / "work"
+    work.mkdir(exist_ok=True)
+    go = tmp_path / "go"
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                RACER,
+                str(state),
+                real_tmux.socket_name,
+                str(program),
+                str(convo),
+                str(work),
+                str(go),
+                tag,
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for tag in ("a", "b")
+    ]
+    import time
+
+    time.sleep(1.0)  # both are waiting on the go file
+    go.touch()
+    reasons = sorted(p.communicate(timeout=60)[0].strip() for p in procs)
+    assert reasons == ["delivered", "spawned"]
+    from loop_dispatch.eventlog import EventLog
+
+    log = EventLog(state / "events.jsonl")
+    assert len(log.read("session.spawned")) == 1
+
+    def starts() -> list[dict]:
+        return [
+            r
+            for f in convo.glob("*.jsonl")
+            for r in read_conversation(convo, f.stem)
+            if r["event"] == "start"
+        ]
+
+    wait_for(starts)
+    time.sleep(0.3)
+    assert len(starts()) == 1
+    assert len([p for p in real_tmux.panes() if p.session == NAME]) == 1
