@@ -345,6 +345,7 @@ def effective(loaded: LoadedConfig) -> dict[str, Any]:
     for key in ("extraArgs", "argv", "resumeArgv"):
         if harness.get(key) is not None:
             harness[key] = [redact_arg(a) for a in harness[key]]
+    harness["cwd"] = str(cfg.harness.cwd if cfg.harness.cwd is not None else Path.home())
     if cfg.harness.adapter == "generic" and cfg.harness.argv is None:
         fresh, resume = cfg.harness.generic_argv()
         harness["argv"], harness["resumeArgv"] = fresh, resume

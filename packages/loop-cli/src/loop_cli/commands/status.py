@@ -37,7 +37,7 @@ def status(ctx: click.Context, fmt: str, post: bool) -> None:
         if importlib.util.find_spec(SLACK_MODULE) is None:
             raise UsageError("--format slack is not available in this installation")
         slack = importlib.import_module(SLACK_MODULE)
-        payload = slack.render_status(data)
+        payload = slack.render_status_blocks(data)
         if post:
             slack.post_status(payload, rt.config)
         else:

@@ -1,0 +1,143 @@
+"""Webhook throughput: signed issue_comment deliveries to a receiver on loopback.
+
+The receiver runs in its own process (`--serve`), under uvicorn, with a handler that
+takes 20 ms per event (like a fast tmux paste) so the numbers show what the sender
+sees: the 202 does not wait for dispatch. Bounded: a fixed request count per run and
+a hard time limit. Prints requests/s, p50 and p99 latency for 1 and 4 senders.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+import httpx
+
+from loop_cli.webhook.verify import sign
+
+SECRET = b"bench-secret"
+REQUESTS = 1500
+TIME_LIMIT = 60.0
+
+
+def serve() -> None:
+    from loop_cli.webhook.app import create_app
+    from loop_cli.webhook.server import serve as run
+
+    app = create_app(
+        SECRET,
+        lambda event: time.sleep(0.02),
+        authorized_actors=["alice"],
+        trigger_label="the-loop",
+        queue_size=100_000,
+    )
+    run(app, "127.0.0.1", 0, on_started=lambda port: print(f"PORT {port}", flush=True))
+
+
+def payload(n: int) -> bytes:
+    stamp = "2026-01-01T12:00:00Z"
+    return json.dumps(
+        {
+            "action": "created",
+            "issue": {
+                "number": 1 + n % 50,
+                "title": "t",
+                "body": "b",
+                "user": {"login": "alice"},
+                "labels": [],
+                "state": "open",
+                "html_url": "",
+                "created_at": stamp,
+                "updated_at": stamp,
+                "closed_at": None,
+            },
+            "comment": {
+                "id": 10_000 + n,
+                "user": {"login": "alice"},
+                "body": "x" * 400,
+                "html_url": "",
+                "created_at": stamp,
+                "updated_at": stamp,
+            },
+            "repository": {"full_name": "bench/app"},
+            "sender": {"login": "alice"},
+        }
+    ).encode()
+
+
+def sender(url: str, numbers: list[int], latencies: list[float], deadline: float) -> None:
+    with httpx.Client(base_url=url, timeout=10) as client:
+        for n in numbers:
+            if time.monotonic() > deadline:
+                return
+            body = payload(n)
+            headers = {
+                "Content-Type": "application/json",
+                "X-GitHub-Event": "issue_comment",
+                "X-GitHub-Delivery": f"bench-{n}",
+                "X-Hub-Signature-256": sign(SECRET, body),
+            }
+            t0 = time.perf_counter()
+            r = client.post("/", content=body, headers=headers)
+            latencies.append(time.perf_counter() - t0)
+            if r.status_code != 202:
+                raise SystemExit(f"unexpected {r.status_code}: {r.text}")
+
+
+def run(url: str, senders: int, offset: int) -> None:
+    latencies: list[float] = []
+    numbers = list(range(offset, offset + REQUESTS))
+    shares = [numbers[i::senders] for i in range(senders)]
+    deadline = time.monotonic() + TIME_LIMIT
+    threads = [
+        threading.Thread(target=sender, args=(url, share, latencies, deadline)) for share in shares
+    ]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - t0
+    lat = sorted(latencies)
+    p50 = statistics.median(lat) * 1000
+    p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1000
+    print(
+        f"{senders} sender(s): {len(lat)} requests in {wall:.2f}s = {len(lat) / wall:.0f} req/s;"
+        f" p50 {p50:.2f} ms, p99 {p99:.2f} ms"
+    )
+
+
+def main() -> None:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, __file__, "--serve"], stdout=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        m = re.match(r"PORT (\d+)", line)
+        if not m:
+            raise SystemExit(f"receiver did not start: {line!r}")
+        url = f"http://127.0.0.1:{m.group(1)}"
+        print(
+            f"signed issue_comment deliveries ({len(payload(0))} bytes), receiver handler "
+            "20 ms/event, loopback"
+        )
+        run(url, 1, 0)
+        run(url, 4, REQUESTS)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+if __name__ == "__main__":
+    if "--serve" in sys.argv:
+        serve()
+    else:
+        main()
