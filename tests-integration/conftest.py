@@ -1,0 +1,77 @@
+"""Shared fixtures for the integration tests (several packages' tests use these).
+
+Keep each fixture small and documented; add new ones in their own section.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+HARNESS_DIR = Path(__file__).parent / "harness"
+FAKE_HARNESS = HARNESS_DIR / "fake_harness.py"
+
+
+# -- tmux on a private socket (loop-dispatch) ---------------------------------------------
+
+
+@pytest.fixture
+def tmux_socket(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A unique `tmux -L` socket name; its server (only it) is killed at teardown.
+
+    TMUX/TMUX_PANE are removed from the environment, so nothing started from the test
+    talks to the tmux server the tests happen to run under.
+    """
+    if shutil.which("tmux") is None:
+        pytest.skip("tmux is not installed")
+    monkeypatch.delenv("TMUX", raising=False)
+    monkeypatch.delenv("TMUX_PANE", raising=False)
+    name = f"loop-test-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    yield name
+    subprocess.run(
+        ["tmux", "-L", name, "kill-server"], capture_output=True, timeout=15, check=False
+    )
+
+
+@pytest.fixture
+def tmux_server_pid(tmux_socket: str):
+    """Callable: the pid of the private server (None while no server runs)."""
+
+    def pid() -> int | None:
+        done = subprocess.run(
+            ["tmux", "-L", tmux_socket, "display-message", "-p", "#{pid}"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+        text = done.stdout.strip()
+        return int(text) if done.returncode == 0 and text.isdigit() else None
+
+    return pid
+
+
+# -- the fake harness (loop-dispatch; used by loop-cli and env rotation too) --------------
+
+
+@pytest.fixture
+def fake_harness() -> Path:
+    """Path of the executable fake harness (see its docstring for the contract)."""
+    assert os.access(FAKE_HARNESS, os.X_OK), f"{FAKE_HARNESS} must be executable"
+    return FAKE_HARNESS
+
+
+@pytest.fixture
+def fake_harness_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A conversation directory, exported as FAKE_HARNESS_DIR (inherited by a tmux
+    server this test starts, so panes write their conversations there)."""
+    directory = tmp_path / "conversations"
+    directory.mkdir()
+    monkeypatch.setenv("FAKE_HARNESS_DIR", str(directory))
+    return directory
