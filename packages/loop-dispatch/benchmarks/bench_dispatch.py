@@ -1,0 +1,194 @@
+"""Benchmarks for loop-dispatch (a plain script, run by `nox -s bench`).
+
+1. Dispatch into live sessions: events spread over N items whose sessions already run
+   (a real tmux server on a private socket, a minimal harness that swallows input).
+   Prints events/s, median and p95 latency, tmux processes per event, and how the
+   median grows from 10 to 50 items.
+2. Poll-cycle bookkeeping: a cycle over M new comments with a dispatcher that answers
+   at once, so what is timed is the ledger (record in one transaction, cursor, marks).
+   Prints the time per cycle and per comment at M = 1,000 and 10,000.
+"""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+
+import loop_tmux.runner as tmux_runner
+from loop_dispatch import (
+    Dispatcher,
+    Event,
+    EventKind,
+    EventLog,
+    GenericAdapter,
+    PollBatch,
+    Store,
+    WorkItemRef,
+    run_poll_cycle,
+)
+from loop_dispatch.dispatcher import Outcome, OutcomeKind
+from loop_tmux import Tmux
+
+# A harness that keeps its pane alive and swallows pasted text, costing no CPU.
+SWALLOW = ["sh", "-c", "exec cat >/dev/null", "harness", "{prompt}"]
+
+
+class CountingRunner:
+    """Counts tmux processes started by loop_tmux (wraps its one runner function)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self._real = tmux_runner.run
+
+    def __enter__(self) -> CountingRunner:
+        def run(*args, **kwargs):
+            self.calls += 1
+            return self._real(*args, **kwargs)
+
+        tmux_runner.run = run
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        tmux_runner.run = self._real
+
+
+def _event(ref: WorkItemRef, n: int) -> Event:
+    return Event(
+        delivery_id=f"comment:bench:{uuid.uuid4().hex}",
+        work_item=ref,
+        kind=EventKind.COMMENT,
+        actor="bench",
+        body=f"comment {n}: " + "lorem ipsum " * 20,
+        url="",
+        created_at=datetime.now(timezone.utc),
+    )
+
+
+def bench_live_dispatch(items: int, events: int) -> dict[str, float]:
+    socket = f"loop-bench-{uuid.uuid4().hex[:8]}"
+    tmux = Tmux(socket_name=socket, config_file="/dev/null")
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        store = Store.open(root / "state")
+        log = EventLog(root / "events.jsonl")
+        disp = Dispatcher(
+            store,
+            tmux,
+            GenericAdapter(SWALLOW, name="swallow"),
+            log,
+            "bench",
+            cwd_for=lambda ref: root,
+            lock_dir=root / "locks",
+            survival_delay=0,
+        )
+        refs = [WorkItemRef("local", "bench", i + 1) for i in range(items)]
+        try:
+            for ref in refs:  # first spawns: not timed
+                assert disp.dispatch(_event(ref, 0)).reason == "spawned"
+            latencies = []
+            with CountingRunner() as counter:
+                started = time.perf_counter()
+                for n in range(events):
+                    t0 = time.perf_counter()
+                    outcome = disp.dispatch(_event(refs[n % items], n))
+                    latencies.append(time.perf_counter() - t0)
+                    if outcome.reason != "delivered":
+                        raise SystemExit(f"unexpected outcome {outcome}")
+                elapsed = time.perf_counter() - started
+            store.close()
+        finally:
+            subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True, check=False)
+    latencies.sort()
+    return {
+        "events_per_s": events / elapsed,
+        "median_ms": statistics.median(latencies) * 1000,
+        "p95_ms": latencies[int(len(latencies) * 0.95)] * 1000,
+        "tmux_per_event": counter.calls / events,
+    }
+
+
+class AnswerAtOnce:
+    def dispatch(self, event: Event) -> Outcome:
+        return Outcome(OutcomeKind.PROCESSED, "bench")
+
+
+class BulkSource:
+    name = "bench"
+
+    def __init__(self, batch: list[Event]) -> None:
+        self.batch = batch
+
+    def poll(self, cursor: str | None) -> PollBatch:
+        return PollBatch(self.batch, "next") if cursor is None else PollBatch([], cursor)
+
+
+def bench_poll_cycle(comments: int) -> dict[str, float]:
+    ref = WorkItemRef("github", "acme/widgets", 1)
+    batch = [_event(ref, n) for n in range(comments)]
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        store = Store.open(root / "state")
+        log = EventLog(root / "events.jsonl")
+        t0 = time.perf_counter()
+        report = run_poll_cycle(
+            store, BulkSource(batch), AnswerAtOnce(), log, version="bench", max_retries=3
+        )
+        first = time.perf_counter() - t0
+        assert report.processed == comments, report
+        t0 = time.perf_counter()
+        report = run_poll_cycle(
+            store, BulkSource(batch), AnswerAtOnce(), log, version="bench", max_retries=3
+        )
+        idle = time.perf_counter() - t0
+        assert report.new == 0
+        t0 = time.perf_counter()
+        store.ledger.record("again", batch)
+        record_only = time.perf_counter() - t0
+        store.close()
+    return {
+        "cycle_s": first,
+        "per_comment_us": first / comments * 1e6,
+        "record_only_s": record_only,
+        "idle_cycle_s": idle,
+    }
+
+
+def main() -> int:
+    print("loop-dispatch benchmarks")
+    if shutil.which("tmux") is None:
+        print("tmux not found: skipping the live-dispatch benchmark")
+    else:
+        small = bench_live_dispatch(items=10, events=200)
+        large = bench_live_dispatch(items=50, events=1000)
+        for label, r in (("10 items, 200 events", small), ("50 items, 1000 events", large)):
+            print(
+                f"dispatch into live sessions, {label}: {r['events_per_s']:.1f} events/s, "
+                f"median {r['median_ms']:.2f} ms, p95 {r['p95_ms']:.2f} ms, "
+                f"{r['tmux_per_event']:.2f} tmux processes/event"
+            )
+        print(
+            "  median latency growth 10 -> 50 items: "
+            f"x{large['median_ms'] / small['median_ms']:.2f}"
+        )
+    results = {m: bench_poll_cycle(m) for m in (1_000, 10_000)}
+    for m, r in results.items():
+        print(
+            f"poll cycle over {m:,} new comments: {r['cycle_s']:.3f} s "
+            f"({r['per_comment_us']:.0f} us/comment; "
+            f"ledger record alone {r['record_only_s']:.3f} s; "
+            f"idle cycle after {r['idle_cycle_s'] * 1000:.1f} ms)"
+        )
+    growth = results[10_000]["cycle_s"] / results[1_000]["cycle_s"]
+    print(f"  cycle time growth 1k -> 10k comments: x{growth:.2f} (linear would be x10)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
