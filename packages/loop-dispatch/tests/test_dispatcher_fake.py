@@ -328,3 +328,19 @@ def test_an_unexpected_error_releases_the_claim(
     assert "launcher exploded" in outcome.detail
     assert store.deliveries.state(event.delivery_id) is None
     assert events.read("dispatch.failed")[0]["level"] == "error"
+
+
+def test_close_without_killing_leaves_the_harness_running(
+    fake_tmux, make_dispatcher, make_event, store, events
+):
+    disp, record = _start(
+        fake_tmux, make_dispatcher, make_event, store, kill_harness_on_close=False
+    )
+    outcome = disp.close(record.work_item)
+    assert (outcome.kind, outcome.reason) == (OutcomeKind.PROCESSED, "closed")
+    assert store.registry.get(record.work_item).status == "closed"
+    assert fake_tmux.tmux.probe(NAME).value == "live"
+    assert events.read("session.closed")[0]["detail"]["harness_kept"] is True
+    # The kept harness is never killed by a later event: the first spawn fails loudly.
+    assert disp.dispatch(make_event(REF)).reason == "occupied_unregistered"
+    assert fake_tmux.tmux.probe(NAME).value == "live"

@@ -96,6 +96,7 @@ class Dispatcher:
         survival_delay: float = 1.0,
         terminate_grace: float = 5.0,
         lock_timeout: float | None = None,
+        kill_harness_on_close: bool = True,
     ) -> None:
         self.store = store
         self.tmux = tmux
@@ -108,6 +109,7 @@ class Dispatcher:
         self.survival_delay = survival_delay
         self.terminate_grace = terminate_grace
         self.lock_timeout = lock_timeout
+        self.kill_harness_on_close = kill_harness_on_close
 
     # -- entry points ----------------------------------------------------------------
 
@@ -143,7 +145,11 @@ class Dispatcher:
         return self.dispatch(event)
 
     def close(self, ref: WorkItemRef, *, delivery_id: str | None = None) -> Outcome:
-        """Terminate the item's harness (keeping scrollback) and close its record."""
+        """Terminate the item's harness (keeping scrollback) and close its record.
+
+        With `kill_harness_on_close=False` the harness is left running; a later event
+        then meets it as an unregistered live occupant and fails loudly (never kills).
+        """
         with item_lock(self.lock_dir, ref, self.lock_timeout):
             return self._close(ref, delivery_id)
 
@@ -405,13 +411,21 @@ class Dispatcher:
         record = self.store.registry.get(ref)
         if record is None or not record.active:
             return _processed("no_active_session")
-        terminated = self.tmux.terminate(record.tmux_name, self.terminate_grace)
+        terminated = None
+        if self.kill_harness_on_close:
+            terminated = self.tmux.terminate(record.tmux_name, self.terminate_grace)
         self.store.registry.close(ref)
         self.events.emit(
             "session.closed",
             source=SOURCE,
             work_item=ref,
             delivery_id=delivery_id,
-            detail={"tmux_name": record.tmux_name, "terminated": terminated},
+            detail={
+                "tmux_name": record.tmux_name,
+                "terminated": terminated,
+                "harness_kept": not self.kill_harness_on_close,
+            },
         )
-        return _processed("closed", "" if terminated else "harness did not confirm termination")
+        if terminated is False:
+            return _processed("closed", "harness did not confirm termination")
+        return _processed("closed")
