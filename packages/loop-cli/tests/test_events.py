@@ -90,3 +90,51 @@ def test_parse_since() -> None:
     assert parse_since("2026-01-01T00:00:00Z", now) == datetime(2026, 1, 1, tzinfo=timezone.utc)
     with pytest.raises(UsageError):
         parse_since("15 parsecs", now)
+
+
+def test_follow_prints_new_events(write_config, isolated, log) -> None:
+    import os
+    import queue
+    import subprocess
+    import sys
+    import threading
+
+    env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "loop_cli.main",
+            "events",
+            "--follow",
+            "--format",
+            "jsonl",
+            "--type",
+            "session.*",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout], daemon=True).start()
+    try:
+        first = lines.get(timeout=15)  # the existing matching record
+        assert json.loads(first)["deliveryId"] == "d1"
+        log.emit("dispatch.delivered", source="t", delivery_id="ignored")
+        log.emit("session.closed", source="t", work_item="local:loop#1", delivery_id="new")
+        assert json.loads(lines.get(timeout=15))["deliveryId"] == "new"
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=10)
+
+
+def test_unusable_state_store_is_one_line_exit_1(run_cli, write_config, isolated) -> None:
+    write_config()
+    (isolated / "state").mkdir()
+    (isolated / "state" / "state.db").write_bytes(b"this is not sqlite" * 100)
+    result = run_cli("item", "list")
+    assert result.exit_code == 1
+    assert result.output.startswith(f"Error: state store {isolated / 'state' / 'state.db'}")
+    assert len(result.output.strip().splitlines()) == 1
