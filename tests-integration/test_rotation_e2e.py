@@ -220,6 +220,7 @@ def test_rotation_fleet_story(deployment: Deployment) -> None:
         assert second["cwd"] == first["cwd"] == sessions[ref]["cwd"]
         assert second["env_fp"]["API_TOKEN"] == fp(dep.new)
         assert second["env_fp"]["THE_LOOP_WORK_ITEM"] == fp(ref)
+        assert second["env_fp"]["THE_LOOP_CONFIG"] == fp(str(dep.config))
     after = dep.sessions()
     assert all(after[ref]["presence"] == "live" for ref in refs)
 
