@@ -247,3 +247,26 @@ def test_status_exit_code_follows_enabled_services(run_cli, write_config, tmux_s
     store.close()
     assert run_cli("status").exit_code == 1
     assert run_cli("status", "--post").exit_code == 2
+
+
+def test_close_keeps_harness_when_configured_but_stop_ends_it(
+    run_cli, write_config, tmux_socket, isolated
+):
+    (isolated / "work").mkdir()
+    write_config(
+        {
+            "routing": {"tmuxSocket": tmux_socket},
+            "harness": {"cwd": str(isolated / "work")},
+            "sessions": {"killHarnessOnClose": False},
+        }
+    )
+    closed = run_cli("item", "open", "closed by the tracker").output.strip()
+    stopped = run_cli("item", "open", "stopped by the operator").output.strip()
+    run_cli("poll", "--once")
+    run_cli("item", "close", closed)
+    run_cli("poll", "--once")
+    rows = {r["ref"]: r for r in json.loads(run_cli("sessions", "list", "--format", "json").output)}
+    assert (rows[closed]["status"], rows[closed]["presence"]) == ("closed", "live")
+    assert run_cli("sessions", "stop", stopped).exit_code == 0
+    rows = {r["ref"]: r for r in json.loads(run_cli("sessions", "list", "--format", "json").output)}
+    assert (rows[stopped]["status"], rows[stopped]["presence"]) == ("closed", "dead")

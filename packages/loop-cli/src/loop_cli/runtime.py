@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import importlib
 import importlib.util
-import inspect
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -136,10 +135,6 @@ class Runtime:
     def dispatcher(self) -> Any:
         from loop_dispatch.dispatcher import Dispatcher
 
-        kwargs: dict[str, Any] = {}
-        # sessions.killHarnessOnClose: passed when this loop-dispatch supports it.
-        if "kill_harness_on_close" in inspect.signature(Dispatcher).parameters:
-            kwargs["kill_harness_on_close"] = self.config.sessions.kill_harness_on_close
         return Dispatcher(
             self.store,
             self.tmux,
@@ -149,7 +144,7 @@ class Runtime:
             cwd_for=self.cwd_for,
             lock_dir=self.lock_dir,
             launcher=self.launcher,
-            **kwargs,
+            kill_harness_on_close=self.config.sessions.kill_harness_on_close,
         )
 
     def source(self) -> Source:

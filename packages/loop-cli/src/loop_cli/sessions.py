@@ -82,6 +82,13 @@ def stop(rt: Runtime, ref: WorkItemRef) -> dict[str, Any]:
         raise OperationalError(f"no session registered for {ref}; see `the-loop sessions list`")
     if not record.active:
         return {"ref": str(ref), "outcome": "already-closed", "tmuxName": record.tmux_name}
+    if not rt.config.sessions.kill_harness_on_close:
+        # The dispatcher keeps harnesses on close with this setting; an explicit stop
+        # still ends this one (under the item's lock, released before close takes it).
+        from loop_dispatch.lock import item_lock
+
+        with item_lock(rt.lock_dir, ref, timeout=30):
+            rt.tmux.terminate(record.tmux_name, grace=5.0)
     outcome = rt.dispatcher.close(ref)
     return {
         "ref": str(ref),
