@@ -5,7 +5,7 @@ the harness in its pane (`respawn-pane -k`, the session keeps its name and attac
 clients), resuming the same conversation in the same cwd under the env-file launcher.
 Nothing is touched until every check that can be made in advance has passed: a live
 agent is never killed for a relaunch that cannot start. Relaunches run concurrently
-(bounded) and share ONE survival window, so 50 sessions cost about what one does.
+(bounded) and share ONE survival window, so the wait does not grow with the fleet.
 """
 
 from __future__ import annotations
@@ -193,12 +193,17 @@ def check_launcher(launcher: EnvFileLauncher) -> str | None:
 
 
 def harness_problem(
-    program: str, declared: Mapping[str, str], which: Callable[..., str | None]
+    program: str,
+    declared: Mapping[str, str],
+    which: Callable[..., str | None],
+    cwd: Path | None = None,
 ) -> str | None:
-    """Why `program` would not start, or None. Looked up on the PATH the launcher's exec
-    will use: the file's PATH when it declares one, else this process's."""
+    """Why `program` would not start, or None. A bare name is looked up on the PATH the
+    launcher's exec will use (the file's PATH when it declares one, else this
+    process's); a relative path is taken from the pane's cwd, where it will run."""
     if os.sep in program:
-        if os.path.isfile(program) and os.access(program, os.X_OK):
+        where = Path(program) if cwd is None else Path(cwd) / program
+        if where.is_file() and os.access(where, os.X_OK):
             return None
         return f"harness binary {program} does not exist or is not executable"
     path = declared.get("PATH", os.environ.get("PATH", os.defpath))
@@ -262,7 +267,7 @@ def _plan_one(
     problems = [
         p
         for p in (
-            harness_problem(harness_argv[0], declared.values, deps.which),
+            harness_problem(harness_argv[0], declared.values, deps.which, Path(record.cwd)),
             deps.launcher_problem(),
             None if Path(record.cwd).is_dir() else f"working directory {record.cwd} is gone",
         )
@@ -337,7 +342,7 @@ def _verify(item: _Plan, pids: tuple[int, ...], declared: EnvFile, deps: Restart
         return Row(ref, name, Outcome.VERIFIED_STALE, why, stale)
     if state is DriftState.UNREADABLE:
         return Row(ref, name, Outcome.UNVERIFIED, "relaunched; its environment cannot be read")
-    return Row(ref, name, Outcome.FAILED, "the relaunched harness exited after the check")
+    return Row(ref, name, Outcome.FAILED, "the relaunched harness exited before it was verified")
 
 
 def _lock_all(
