@@ -344,3 +344,21 @@ def test_close_without_killing_leaves_the_harness_running(
     # The kept harness is never killed by a later event: the first spawn fails loudly.
     assert disp.dispatch(make_event(REF)).reason == "occupied_unregistered"
     assert fake_tmux.tmux.probe(NAME).value == "live"
+
+
+def test_a_store_that_cannot_claim_is_a_retryable_failure(
+    fake_tmux, make_dispatcher, make_event, store, events, monkeypatch
+):
+    import sqlite3
+
+    from loop_dispatch.deliveries import Deliveries
+
+    def locked(*args, **kwargs):
+        raise sqlite3.OperationalError("database is locked")
+
+    monkeypatch.setattr(Deliveries, "claim", locked)
+    disp = make_dispatcher(fake_tmux.tmux)
+    outcome = disp.dispatch(make_event(REF))
+    assert (outcome.kind, outcome.reason) == (OutcomeKind.FAILED, "store_unavailable")
+    assert "database is locked" in outcome.detail
+    assert fake_tmux.state.log() == []  # nothing done in tmux

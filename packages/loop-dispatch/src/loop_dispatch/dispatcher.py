@@ -23,6 +23,7 @@ file lock, so two processes never act on one item at once.
 
 from __future__ import annotations
 
+import sqlite3
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -40,7 +41,7 @@ from .launch import Launcher, default_launcher
 from .lock import item_lock
 from .model import Event, EventKind, WorkItemRef
 from .registry import SessionRecord
-from .store import Store
+from .store import Store, StoreError
 
 __all__ = ["Dispatcher", "Outcome", "OutcomeKind"]
 
@@ -116,7 +117,14 @@ class Dispatcher:
     def dispatch(self, event: Event) -> Outcome:
         """Handle one event under its work item's lock; settle the delivery id."""
         with item_lock(self.lock_dir, event.work_item, self.lock_timeout):
-            if not self.store.deliveries.claim(event.delivery_id, reclaim_in_flight=True):
+            try:
+                claimed = self.store.deliveries.claim(event.delivery_id, reclaim_in_flight=True)
+            except (sqlite3.Error, StoreError) as exc:
+                # Nothing was claimed and nothing done: an ordinary retryable failure.
+                outcome = _failed("store_unavailable", _one_line(str(exc)))
+                self._emit_failed(event, outcome, level="error")
+                return outcome
+            if not claimed:
                 return self._duplicate(event)
             try:
                 outcome = self._decide(event)
