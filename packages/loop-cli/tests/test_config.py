@@ -164,3 +164,21 @@ def test_config_check_on_defaults(run_cli) -> None:
     assert result.exit_code == 0
     assert "none found: embedded defaults" in result.output
     assert "loop_cli.demo_agent" in result.output
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("harness: {adapter: generic, binary: x}", "harness: binary is for claude-code and codex"),
+        (
+            "harness: {adapter: codex, argv: [a]}",
+            "harness: argv and resumeArgv are for the generic",
+        ),
+        ("harness: {resumeArgv: [a]}", "harness: resumeArgv needs argv"),
+        ("harness: {argv: []}", "harness.argv: must start with the program to run"),
+        ("tracker: github", "tracker github needs at least one github.repositories entry"),
+    ],
+)
+def test_cross_key_rules(tmp_path: Path, text: str, expected: str) -> None:
+    (problem,) = _errors(text, tmp_path)
+    assert problem.startswith(f"{tmp_path / 'c.yaml'}: {expected}")

@@ -13,7 +13,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 from . import paths
@@ -89,6 +96,17 @@ class HarnessConfig(_Model):
         if value is not None and (not value or not value[0]):
             raise ValueError("must start with the program to run")
         return value
+
+    @model_validator(mode="after")
+    def _fits_adapter(self) -> HarnessConfig:
+        if self.adapter == "generic":
+            if self.binary is not None:
+                raise ValueError("binary is for claude-code and codex; generic uses argv")
+            if self.argv is None and self.resume_argv is not None:
+                raise ValueError("resumeArgv needs argv")
+        elif self.argv is not None or self.resume_argv is not None:
+            raise ValueError(f"argv and resumeArgv are for the generic adapter, not {self.adapter}")
+        return self
 
     def resolved_binary(self) -> str:
         """The program an adapter runs: `binary`, else the adapter's usual name."""
@@ -175,6 +193,12 @@ class Config(_Model):
     services: ServicesConfig = Field(default_factory=ServicesConfig)
 
     _paths = field_validator("state_dir", mode="before")(_expand)
+
+    @model_validator(mode="after")
+    def _tracker_needs(self) -> Config:
+        if self.tracker == "github" and not self.github.repositories:
+            raise ValueError("tracker github needs at least one github.repositories entry")
+        return self
 
     def effective_state_dir(self) -> Path:
         return self.state_dir if self.state_dir is not None else paths.user_state_dir()
@@ -318,7 +342,7 @@ def _problems(exc: ValidationError) -> list[str]:
                 and not isinstance(err["input"], (dict, list))
             ):
                 message += f" (got {err['input']!r})"
-        lines.append(f"{_key_path(loc)}: {message}")
+        lines.append(f"{_key_path(loc)}: {message}" if loc else message)
     return lines
 
 
