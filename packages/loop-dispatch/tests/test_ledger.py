@@ -201,3 +201,31 @@ def test_ten_thousand_comments_are_recorded_in_one_transaction(store, events, ma
     assert store.ledger.record("bulk", batch[:10], cursor="c2") == 0
     assert store.ledger.counts("bulk") == {"pending": 10_000}
     assert store.cursors.get("bulk") == "c2"
+
+
+def test_a_dispatcher_that_raises_costs_one_attempt_not_the_cycle(store, events, make_event):
+    bad, good = make_event(), make_event()
+
+    class Raising(ScriptedDispatcher):
+        def dispatch(self, event):
+            if event.delivery_id == bad.delivery_id:
+                raise OSError("lock directory vanished")
+            return super().dispatch(event)
+
+    report = cycle(
+        store, ScriptedSource(batches=[PollBatch([bad, good], "c")]), Raising(), events, "1"
+    )
+    assert (report.failed, report.processed) == (1, 1)
+    entry = store.ledger.get(bad.delivery_id)
+    assert (entry.state, entry.attempts, entry.last_outcome) == ("pending", 1, "dispatch_error")
+
+
+def test_an_unreadable_stored_event_is_given_up_loudly(store, events, make_event):
+    e = make_event()
+    store.ledger.record("test", [e])
+    with store.transaction() as conn:
+        conn.execute("UPDATE ledger SET event = '{broken' WHERE delivery_id = ?", (e.delivery_id,))
+    report = cycle(store, ScriptedSource(), ScriptedDispatcher(), events, "1")
+    assert report.gave_up == 1
+    assert store.ledger.get(e.delivery_id).state == "gave_up"
+    assert events.read("poll.gave_up")[0]["detail"]["reason"] == "unreadable_stored_event"

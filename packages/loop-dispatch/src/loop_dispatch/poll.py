@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from .model import Event
 
 if TYPE_CHECKING:
-    from .dispatcher import Dispatcher
+    from .dispatcher import Dispatcher, Outcome
     from .eventlog import EventLog
+    from .ledger import LedgerEntry
     from .store import Store
 
 __all__ = ["CycleReport", "PollBatch", "Source", "run_poll_cycle"]
@@ -138,54 +139,63 @@ def run_poll_cycle(
     return report
 
 
-def _dispatch_entry(entry, store, dispatcher, events, report, version, max_retries) -> None:  # type: ignore[no-untyped-def]
+def _dispatch_safely(dispatcher: Dispatcher, event: Event) -> Outcome:
+    """The dispatcher settles its own faults; anything escaping it (a lock directory
+    that vanished, say) is one failed attempt, not the end of the cycle."""
+    from .dispatcher import Outcome, OutcomeKind
+
+    try:
+        return dispatcher.dispatch(event)
+    except Exception as exc:
+        message = " ".join(str(exc).split())[:300]
+        return Outcome(OutcomeKind.FAILED, "dispatch_error", f"{type(exc).__name__}: {message}")
+
+
+def _dispatch_entry(
+    entry: LedgerEntry,
+    store: Store,
+    dispatcher: Dispatcher,
+    events: EventLog,
+    report: CycleReport,
+    version: str,
+    max_retries: int,
+) -> None:
     from .dispatcher import OutcomeKind
 
-    ledger = store.ledger
     if entry.event is None:
-        # A pending row whose stored event is unreadable (hand-edited): cannot be sent.
-        gave_up = ledger.mark_failed(
+        # A pending row whose stored event is unreadable (hand-edited): it cannot be
+        # sent, so it is given up at once, loudly.
+        store.ledger.mark_failed(
             entry.delivery_id, max_retries=1, version=version, outcome="unreadable"
         )
         report.failed += 1
-        report.gave_up += int(gave_up)
-        events.emit(
-            "poll.gave_up",
-            level="error",
-            source=SOURCE,
-            work_item=entry.work_item or None,
-            delivery_id=entry.delivery_id,
-            detail={
-                "version": version,
-                "reason": "unreadable_stored_event",
-                "attempts": entry.attempts + 1,
-            },
-        )
+        report.gave_up += 1
+        _emit_gave_up(events, entry, version, "unreadable_stored_event")
         return
-    outcome = dispatcher.dispatch(entry.event)
+    outcome = _dispatch_safely(dispatcher, entry.event)
     if outcome.kind is OutcomeKind.FAILED:
         report.failed += 1
-        if ledger.mark_failed(
+        if store.ledger.mark_failed(
             entry.delivery_id, max_retries=max_retries, version=version, outcome=outcome.reason
         ):
             report.gave_up += 1
-            events.emit(
-                "poll.gave_up",
-                level="error",
-                source=SOURCE,
-                work_item=entry.work_item,
-                delivery_id=entry.delivery_id,
-                detail={
-                    "version": version,
-                    "attempts": entry.attempts + 1,
-                    "reason": outcome.reason,
-                },
-            )
+            _emit_gave_up(events, entry, version, outcome.reason)
         return
-    ledger.mark_done(entry.delivery_id, outcome.kind.value)
+    store.ledger.mark_done(entry.delivery_id, outcome.kind.value)
     if outcome.kind is OutcomeKind.PROCESSED:
         report.processed += 1
     elif outcome.kind is OutcomeKind.SKIPPED:
         report.skipped += 1
     else:
         report.duplicate += 1
+
+
+def _emit_gave_up(events: EventLog, entry: LedgerEntry, version: str, reason: str) -> None:
+    events.emit(
+        "poll.gave_up",
+        level="error",
+        source=SOURCE,
+        work_item=entry.work_item or None,
+        delivery_id=entry.delivery_id,
+        detail={"version": version, "attempts": entry.attempts + 1, "reason": reason},
+    )
