@@ -270,9 +270,42 @@ def test_damaged_cursor_is_reported_and_rebaselined(fake: FakeGitHub) -> None:
     assert json.loads(batch.cursor)["repos"][REPO]["labeled"] == [1]
 
 
-def test_token_login_is_asked_once(fake: FakeGitHub) -> None:
+def test_token_login_is_asked_once_even_across_processes(fake: FakeGitHub) -> None:
+    fake.repo(REPO)
     poller = Poller(fake)
+    users = []
     for _ in range(3):
         poller.cycle()
-    assert sum(1 for path, _, _ in fake.requests if path == "/user") == 0
+        users.append(sum(1 for path, _, _ in fake.requests if path == "/user"))
+    assert users == [1, 0, 0]
     assert poller.source.own_login() == "loop-bot"
+    # A new source (a cron `poll --once`) reads the login from the cursor...
+    again = GitHubSource(
+        [REPO],
+        TOKEN,
+        fake.api_url,
+        LABEL,
+        ["alice"],
+        None,
+        clock=lambda: fake.now,
+        active_items=dict,
+    )
+    fake.reset_log()
+    again.poll(poller.cursor)
+    assert fake.count("/user") == 0
+    # ...unless the token changed.
+    fake.token = "ghp_rotated"
+    rotated = GitHubSource(
+        [REPO],
+        "ghp_rotated",
+        fake.api_url,
+        LABEL,
+        ["alice"],
+        None,
+        clock=lambda: fake.now,
+        active_items=dict,
+    )
+    fake.reset_log()
+    rotated.poll(poller.cursor)
+    assert fake.count("/user") == 1
+    assert "ghp_rotated" not in (rotated.poll(poller.cursor).cursor or "")

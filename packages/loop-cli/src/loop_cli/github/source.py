@@ -17,6 +17,7 @@ delivery id.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from collections.abc import Callable, Iterable
@@ -132,6 +133,7 @@ class GitHubSource:
         self._settle = timedelta(seconds=settle)
         self._active_items = active_items or (lambda: registry_active_items(store))
         self._own_login: str | None = None
+        self._token_fp = hashlib.sha256(token.encode()).hexdigest()[:12]
 
     # ------------------------------------------------------------------ Source
     def poll(self, cursor: str | None) -> PollBatch:
@@ -166,6 +168,10 @@ class GitHubSource:
         batch.cursor = self._dump(state)
         return batch
 
+    def close(self) -> None:
+        """Release the HTTP connections (a source built per cycle must be closed)."""
+        self.github.close()
+
     def own_login(self) -> str:
         """The token's login (`GET /user`, once per source)."""
         if self._own_login is None:
@@ -185,6 +191,13 @@ class GitHubSource:
             if obj.get("v") != CURSOR_VERSION:
                 raise ValueError("unknown cursor version")
             repos = {name: RepoCursor.from_json(value) for name, value in obj["repos"].items()}
+            login = obj.get("login")
+            if (
+                self._own_login is None
+                and isinstance(login, str)
+                and obj.get("token") == self._token_fp
+            ):
+                self._own_login = login
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             # A damaged cursor: start over (the ledger drops what was seen) and say so.
             return {}, [f"github cursor unreadable ({exc.__class__.__name__}); baselining again"]
@@ -192,7 +205,13 @@ class GitHubSource:
 
     def _dump(self, state: dict[str, RepoCursor]) -> str:
         repos = {name: vars(value) for name, value in sorted(state.items())}
-        return json.dumps({"v": CURSOR_VERSION, "repos": repos}, sort_keys=True)
+        data: dict[str, Any] = {"v": CURSOR_VERSION, "repos": repos}
+        if self._own_login is not None:
+            # The login of the token with this fingerprint: a cron `poll --once` need not
+            # ask `GET /user` every run; a rotated token asks again.
+            data["login"] = self._own_login
+            data["token"] = self._token_fp
+        return json.dumps(data, sort_keys=True)
 
     # ------------------------------------------------------------------ cycles
     def _first_cycle(self, repository: str, own: str, active: dict[int, datetime]) -> _RepoResult:
