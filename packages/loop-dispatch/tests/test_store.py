@@ -116,19 +116,19 @@ WRITER = textwrap.dedent(
     from loop_dispatch.store import Store
     from loop_dispatch.model import WorkItemRef, Event, EventKind
     from datetime import datetime, timezone
-    store = Store.open(sys.argv[1])
+    store, tag = Store.open(sys.argv[1]), sys.argv[2]
     print("ready", flush=True)
     i = 0
     while True:
         i += 1
         ref = WorkItemRef("local", "crash", i % 50 + 1)
         with store.transaction():
-            store.registry.register(ref, harness="h", conversation_id=f"c{i}", cwd="/tmp")
-            store.deliveries.keep(f"d{i}")
-            store.meta.set("counter", str(i))
-        events = [Event(f"e{i}-{k}", ref, EventKind.COMMENT, "a", "b" * 200, "",
+            store.registry.register(ref, harness="h", conversation_id=f"{tag}-c{i}", cwd="/tmp")
+            store.deliveries.keep(f"{tag}-d{i}")
+            store.meta.set("counter", f"{tag}:{i}")
+        events = [Event(f"{tag}-e{i}-{k}", ref, EventKind.COMMENT, "a", "b" * 200, "",
                         datetime.now(timezone.utc)) for k in range(20)]
-        store.ledger.record("crash", events, cursor=str(i))
+        store.ledger.record("crash", events, cursor=f"{tag}:{i}")
     """
 )
 
@@ -138,7 +138,9 @@ def test_sigkilled_writer_always_leaves_a_consistent_store(tmp_path: Path) -> No
     state = tmp_path / "state"
     for round_ in range(8):
         proc = subprocess.Popen(
-            [sys.executable, "-c", WRITER, str(state)], stdout=subprocess.PIPE, text=True
+            [sys.executable, "-c", WRITER, str(state), f"r{round_}"],
+            stdout=subprocess.PIPE,
+            text=True,
         )
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == "ready"
@@ -148,17 +150,17 @@ def test_sigkilled_writer_always_leaves_a_consistent_store(tmp_path: Path) -> No
         proc.stdout.close()
         with Store.open(state) as store:
             assert store.query("PRAGMA integrity_check")[0][0] == "ok"
-            counter = int(store.meta.get("counter") or 0)
+            counter = store.meta.get("counter")
             # The three writes of one transaction are all there or none are.
-            if counter:
-                ref = WorkItemRef("local", "crash", counter % 50 + 1)
-                record = store.registry.get(ref)
-                assert record is not None
-                assert store.deliveries.state(f"d{counter}") == "processed"
-                assert store.deliveries.state(f"d{counter + 1}") is None
+            if counter is not None:
+                tag, n = counter.split(":")
+                record = store.registry.get(WorkItemRef("local", "crash", int(n) % 50 + 1))
+                assert record.conversation_id == f"{tag}-c{n}"
+                assert store.deliveries.state(f"{tag}-d{n}") == "processed"
+                assert store.deliveries.state(f"{tag}-d{int(n) + 1}") is None
             # A ledger batch and its cursor land together.
             cursor = store.cursors.get("crash")
             if cursor is not None:
-                n = int(cursor)
-                assert store.ledger.get(f"e{n}-19") is not None
-                assert store.ledger.get(f"e{n + 1}-0") is None
+                tag, n = cursor.split(":")
+                assert store.ledger.get(f"{tag}-e{n}-19") is not None
+                assert store.ledger.get(f"{tag}-e{int(n) + 1}-0") is None
