@@ -99,3 +99,9 @@ def test_global_environment_of_a_private_server(tmp_path):
         assert found.values["ROTATED_TOKEN"] == "frozen-old"
     finally:
         subprocess.run(["tmux", "-L", socket, "kill-server"], env=env, check=False)
+
+
+def test_global_environment_without_a_tmux_binary_is_unknown(tmp_path):
+    found = global_environment(Tmux(binary=str(tmp_path / "no-tmux"), socket_name="x"))
+    assert found.values is None
+    assert "cannot run" in (found.error or "")

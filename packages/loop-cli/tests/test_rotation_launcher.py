@@ -99,3 +99,17 @@ def test_malformed_lines_keep_valid_names(tmp_path):
     env = require_env_file(cfg)
     assert env.names == ["A", "B"]
     assert env.malformed == (2,)
+
+
+def test_launcher_check_runs_the_real_launcher(tmp_path):
+    from loop_cli.rotation.restart import check_launcher
+
+    env_file = tmp_path / "app.env"
+    env_file.write_text(f"API_TOKEN={SECRET}\n")
+    launcher = EnvFileLauncher(env_file, python=sys.executable)
+    assert check_launcher(launcher) is None
+    env_file.unlink()
+    problem = check_launcher(launcher)
+    assert problem is not None
+    assert "exited 2" in problem
+    assert "app.env" in problem
