@@ -186,18 +186,38 @@ def test_idle_cycle_costs_one_request_per_repo_answered_304(fake: FakeGitHub) ->
         assert {status for _, _, status in fake.requests} == {304}
 
 
-def test_window_overlaps_and_never_moves_backwards(fake: FakeGitHub) -> None:
+def comments_since(poller: Poller) -> datetime:
+    text = json.loads(poller.cursor)["repos"][REPO]["comments_since"]
+    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+
+
+def test_window_is_kept_while_short_then_moves_with_overlap(fake: FakeGitHub) -> None:
     fake.open_issue(REPO, labels=(LABEL,))
     poller = Poller(fake)
     poller.cycle()
-    made = fake.comment(REPO, 1, "x")
+    start = comments_since(poller)
+    fake.comment(REPO, 1, "x")
     poller.cycle()
-    state = json.loads(poller.cursor)["repos"][REPO]
-    since = datetime.strptime(state["comments_since"], "%Y-%m-%dT%H:%M:%SZ")
-    assert since.replace(tzinfo=timezone.utc) == made.updated_at - timedelta(seconds=60)
-    # A listing holding only older rows (the overlap) does not move it back.
+    assert comments_since(poller) == start  # same window: its ETag stays usable
+    fake.tick(700)  # older than max_window (600 s)
+    made = fake.comment(REPO, 1, "y")
     poller.cycle()
-    assert json.loads(poller.cursor)["repos"][REPO]["comments_since"] == state["comments_since"]
+    assert comments_since(poller) == made.updated_at - timedelta(seconds=60)
+    moved = comments_since(poller)
+    poller.cycle()  # a listing of only the overlap does not move it back
+    assert comments_since(poller) == moved
+
+
+def test_idle_cycle_right_after_a_busy_one_is_a_304(fake: FakeGitHub) -> None:
+    fake.open_issue(REPO, labels=(LABEL,))
+    poller = Poller(fake)
+    poller.cycle()
+    poller.settle()
+    fake.comment(REPO, 1, "busy")
+    assert bodies(poller.cycle()) == ["busy"]
+    fake.tick(300)
+    poller.cycle()
+    assert [status for _, _, status in fake.requests] == [304]
 
 
 def test_lagging_listing_is_caught_in_the_settle_window(fake: FakeGitHub) -> None:

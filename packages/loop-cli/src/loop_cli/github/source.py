@@ -120,6 +120,7 @@ class GitHubSource:
         clock: Callable[[], datetime] = _utcnow,
         overlap: float = 60.0,
         settle: float = 120.0,
+        max_window: float = 600.0,
         github: GitHubClient | None = None,
         active_items: ActiveItems | None = None,
     ) -> None:
@@ -131,6 +132,7 @@ class GitHubSource:
         self._clock = clock
         self._overlap = timedelta(seconds=overlap)
         self._settle = timedelta(seconds=settle)
+        self._max_window = timedelta(seconds=max_window)
         self._active_items = active_items or (lambda: registry_active_items(store))
         self._own_login: str | None = None
         self._token_fp = hashlib.sha256(token.encode()).hexdigest()[:12]
@@ -310,7 +312,7 @@ class GitHubSource:
         cursor.labeled = sorted(labeled)
         if latest is not None:
             cursor.issues_latest = max(old.issues_latest or "", _iso(latest))
-        cursor.issues_since = _advance(old.issues_since, latest, self._overlap)
+        cursor.issues_since = self._advance(old.issues_since, latest, listing.pages)
         # The ETag proves "nothing new" only for the same window and a single page.
         same_window = cursor.issues_since == old.issues_since
         cursor.issues_etag = listing.etag if same_window and listing.pages == 1 else None
@@ -328,7 +330,7 @@ class GitHubSource:
             return []
         comments = [parse_comment(obj, "comment") for obj in listing.items]
         latest = max((c.updated_at for c in comments), default=None)
-        cursor.comments_since = _advance(since, latest, self._overlap)
+        cursor.comments_since = self._advance(since, latest, listing.pages)
         same_window = cursor.comments_since == since
         cursor.comments_etag = listing.etag if same_window and listing.pages == 1 else None
         return comments
@@ -368,6 +370,18 @@ class GitHubSource:
             )
         )
 
+    def _advance(self, since: str, latest: datetime | None, pages: int) -> str:
+        """The next window start: kept while the window is short, so the ETag of this
+        answer stays valid for the next request (an idle cycle after a busy one is
+        already a 304); moved to `latest - overlap` (never backwards) once the answer
+        took more than one page or the window is older than `max_window`."""
+        if latest is None:
+            return since
+        start = datetime.strptime(since, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+        if pages <= 1 and latest - start <= self._max_window:
+            return since
+        return max(since, _iso(latest - self._overlap))
+
     def _opened(self, repository: str, issue: IssueInfo) -> Event:
         body = issue.title if not issue.body else f"{issue.title}\n\n{issue.body}"
         return Event(
@@ -390,14 +404,6 @@ class GitHubSource:
             url=issue.url,
             created_at=issue.closed_at or issue.updated_at,
         )
-
-
-def _advance(since: str, latest: datetime | None, overlap: timedelta) -> str:
-    """The next window start: latest seen minus the overlap, never moving backwards."""
-    if latest is None:
-        return since
-    candidate = _iso(latest - overlap)
-    return max(since, candidate)
 
 
 def _in_repo(ref: WorkItemRef, repository: str) -> bool:
