@@ -1,10 +1,10 @@
 """Drift, read-only: which running sessions hold an environment other than the file's.
 
 One function, no side effects: `status` and `sessions restart` (whose `--dry-run` shows
-just this decision) are renderings of its answer. The fleet's panes come from ONE tmux call; each pane pid
-is the harness itself (the launcher execs it), so its environment is read directly.
-An environment that cannot be read is reported as such and never counted as drift:
-"cannot tell" must not send an operator to restart healthy sessions.
+just this decision) are renderings of its answer. The fleet's panes come from ONE tmux
+call; each pane pid is the harness itself (the launcher execs it), so its environment
+is read directly. An environment that cannot be read is reported as such and never
+counted as drift: "cannot tell" must not send an operator to restart healthy sessions.
 """
 
 from __future__ import annotations
