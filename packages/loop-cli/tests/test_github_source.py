@@ -268,6 +268,25 @@ def test_busy_window_over_many_pages_is_read_whole(fake: FakeGitHub) -> None:
     assert got == [f"c{n}" for n in range(230)]
 
 
+def test_window_growing_past_one_page_is_never_mistaken_for_idle(fake: FakeGitHub) -> None:
+    # GitHub's ETag covers one page: when a full first page stays the same, newer rows
+    # (sorted ascending) sit on page two, and a 304 for page one must not hide them.
+    fake.open_issue(REPO, labels=(LABEL,))
+    poller = Poller(fake)
+    poller.cycle()
+    for n in range(100):  # exactly one full page
+        fake.comment(REPO, 1, f"a{n}")
+    assert len(bodies(poller.cycle())) == 100
+    for n in range(30):
+        fake.comment(REPO, 1, f"b{n}")
+    got = bodies(poller.cycle())
+    assert [b for b in got if b.startswith("b")] == [f"b{n}" for n in range(30)]
+    for n in range(30):
+        fake.comment(REPO, 1, f"c{n}")
+    got = bodies(poller.cycle())
+    assert [b for b in got if b.startswith("c")] == [f"c{n}" for n in range(30)]
+
+
 def test_rate_limit_is_an_error_and_keeps_the_cursor(fake: FakeGitHub) -> None:
     fake.open_issue(REPO, labels=(LABEL,))
     poller = Poller(fake)

@@ -29,7 +29,7 @@ import httpx
 
 from loop_dispatch import Event, EventKind, PollBatch, WorkItemRef, comment_delivery_id
 
-from .client import GitHubClient, GitHubError
+from .client import GitHubClient, GitHubError, Listing
 from .parse import (
     CommentInfo,
     IssueInfo,
@@ -47,6 +47,7 @@ __all__ = ["CURSOR_VERSION", "GitHubSource", "RepoCursor"]
 log = logging.getLogger(__name__)
 
 CURSOR_VERSION = 1
+PER_PAGE = "100"
 UTC = timezone.utc
 
 
@@ -222,7 +223,7 @@ class GitHubSource:
         since = _iso(now - self._overlap)
         listing = self.github.list_all(
             f"repos/{repository}/issues",
-            {"labels": self.trigger_label, "state": "open", "per_page": "100"},
+            {"labels": self.trigger_label, "state": "open", "per_page": PER_PAGE},
         )
         labeled = sorted(parse_issue(obj, "issue").number for obj in listing.items)
         watched = sorted(set(labeled) | set(active))
@@ -290,7 +291,7 @@ class GitHubSource:
                 "sort": "updated",
                 "direction": "asc",
                 "since": old.issues_since,
-                "per_page": "100",
+                "per_page": PER_PAGE,
             },
             etag=old.issues_etag,
         )
@@ -312,10 +313,10 @@ class GitHubSource:
         cursor.labeled = sorted(labeled)
         if latest is not None:
             cursor.issues_latest = max(old.issues_latest or "", _iso(latest))
-        cursor.issues_since = self._advance(old.issues_since, latest, listing.pages)
-        # The ETag proves "nothing new" only for the same window and a single page.
+        full = _full(listing)
+        cursor.issues_since = self._advance(old.issues_since, latest, full)
         same_window = cursor.issues_since == old.issues_since
-        cursor.issues_etag = listing.etag if same_window and listing.pages == 1 else None
+        cursor.issues_etag = listing.etag if same_window and not full else None
         return seen
 
     def _comments(self, repository: str, cursor: RepoCursor, now: datetime) -> list[CommentInfo]:
@@ -323,16 +324,17 @@ class GitHubSource:
         since = cursor.comments_since
         listing = self.github.list_all(
             f"repos/{repository}/issues/comments",
-            {"since": since, "sort": "updated", "direction": "asc", "per_page": "100"},
+            {"since": since, "sort": "updated", "direction": "asc", "per_page": PER_PAGE},
             etag=cursor.comments_etag,
         )
         if listing.not_modified:
             return []
         comments = [parse_comment(obj, "comment") for obj in listing.items]
         latest = max((c.updated_at for c in comments), default=None)
-        cursor.comments_since = self._advance(since, latest, listing.pages)
+        full = _full(listing)
+        cursor.comments_since = self._advance(since, latest, full)
         same_window = cursor.comments_since == since
-        cursor.comments_etag = listing.etag if same_window and listing.pages == 1 else None
+        cursor.comments_etag = listing.etag if same_window and not full else None
         return comments
 
     def _consider(
@@ -370,15 +372,15 @@ class GitHubSource:
             )
         )
 
-    def _advance(self, since: str, latest: datetime | None, pages: int) -> str:
+    def _advance(self, since: str, latest: datetime | None, full: bool) -> str:
         """The next window start: kept while the window is short, so the ETag of this
         answer stays valid for the next request (an idle cycle after a busy one is
         already a 304); moved to `latest - overlap` (never backwards) once the answer
-        took more than one page or the window is older than `max_window`."""
+        filled a page or the window is older than `max_window`."""
         if latest is None:
             return since
         start = datetime.strptime(since, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
-        if pages <= 1 and latest - start <= self._max_window:
+        if not full and latest - start <= self._max_window:
             return since
         return max(since, _iso(latest - self._overlap))
 
@@ -404,6 +406,12 @@ class GitHubSource:
             url=issue.url,
             created_at=issue.closed_at or issue.updated_at,
         )
+
+
+def _full(listing: Listing) -> bool:
+    """Did the answer fill its first page? Then its ETag proves nothing: GitHub's ETag
+    covers one page, and newer rows (sorted ascending) land on a page not asked for."""
+    return listing.pages > 1 or len(listing.items) >= int(PER_PAGE)
 
 
 def _in_repo(ref: WorkItemRef, repository: str) -> bool:
