@@ -125,6 +125,20 @@ def test_enter_reaches_the_program_with_a_read_only_client_attached(
         os.waitpid(client, 0)
 
 
+def test_enter_reaches_the_program_while_an_operator_scrolls(
+    tmux: Tmux, recorder: Callable[[str], Recorder]
+) -> None:
+    rec = recorder("loop-scroll")
+    subprocess.run(["tmux", "-L", tmux.socket_name or "", "copy-mode", "-t", "=loop-scroll:"])
+    in_mode = ["display-message", "-p", "-t", "=loop-scroll:", "#{pane_in_mode}"]
+    assert tmux_out(tmux, *in_mode).strip() == "1"
+    assert tmux.deliver("loop-scroll", "two\nlines").ok
+    # Still a bracketed paste (copy mode would have taken it raw), Enter included.
+    expected = START + b"two\nlines" + END + ENTER
+    assert rec.wait_bytes(len(expected)) == expected
+    assert tmux_out(tmux, *in_mode).strip() == "0"
+
+
 def _environ(pid: int) -> dict[str, str]:
     raw = Path(f"/proc/{pid}/environ").read_bytes()
     return dict(e.split("=", 1) for e in raw.decode().split("\0") if "=" in e)

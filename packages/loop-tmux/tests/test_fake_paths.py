@@ -121,12 +121,32 @@ def test_ac5_never_loops_on_repeated_duplicates(fake: Fake, tmp_path: Path) -> N
 
 def test_ac5_duplicate_then_no_answer_is_unclearable(fake: Fake, tmp_path: Path) -> None:
     tmux, state = fake
-    state.set_fault("duplicate", {"loop-a": {"times": 1, "occupant": None}})
-    state.set_fault("fail", {"list-panes": "lost server"})
+    state.set_fault("duplicate", {"loop-a": {"times": 1, "occupant": "dead"}})
+    denied = "error connecting to /tmp/tmux-0/fake (Permission denied)"
+    state.set_fault("fail", {"list-panes": {"text": denied, "after": 1}})
     result = tmux.spawn("loop-a", ["prog", "x"], tmp_path)
-    # The pre-flight probe failed too: with no answer, spawn does nothing.
+    assert result.outcome is SpawnOutcome.OCCUPIED_UNCLEARABLE
+    assert "Permission denied" in (result.error or "")
+    assert state.commands() == ["list-panes", "new-session", "set-option", "list-panes"]
+    assert state.sessions()["loop-a"]["argv"] == ["racer"]  # nothing killed
+
+
+def test_unanswered_preflight_does_nothing(fake: Fake, tmp_path: Path) -> None:
+    tmux, state = fake
+    state.add_session("loop-a", dead=True)
+    state.set_fault("fail", {"list-panes": "error connecting to /x (Permission denied)"})
+    result = tmux.spawn("loop-a", ["prog", "x"], tmp_path)
     assert result.outcome is SpawnOutcome.FAILED
+    assert "nothing killed" in (result.error or "")
     assert state.commands() == ["list-panes"]
+
+
+def test_exiting_server_answer_is_asked_again(fake: Fake) -> None:
+    tmux, state = fake
+    state.add_session("loop-a")
+    state.set_fault("fail", {"list-panes": "server exited unexpectedly"})
+    assert tmux.probe("loop-a") is Presence.UNKNOWN
+    assert state.commands() == ["list-panes"] * 3  # bounded: two re-asks, then UNKNOWN
 
 
 def test_ac5_duplicate_without_occupant_retries_once(fake: Fake, tmp_path: Path) -> None:
@@ -169,7 +189,7 @@ def test_hanging_server_makes_delivery_transient(fake: Fake) -> None:
     assert (result.ok, result.session_missing) == (False, False)
     state.clear_faults()
     assert tmux.deliver("loop-a", "hello").ok
-    assert state.typed("loop-a") == [["paste-bracketed", "hello"], ["keys", "Enter"]]
+    assert state.typed("loop-a") == [["paste-bracketed", "hello"], ["paste", "\r"]]
 
 
 def test_delivery_to_dead_pane_never_pastes(fake: Fake) -> None:
@@ -187,9 +207,20 @@ def test_delivery_to_dead_pane_never_pastes(fake: Fake) -> None:
 def test_delivery_is_one_tmux_process(fake: Fake) -> None:
     tmux, state = fake
     state.add_session("loop-a")
+    assert tmux.deliver("loop-a", "first").ok  # the first call also reads `tmux -V`, once
     before = len(state.log())
     assert tmux.deliver("loop-a", "x" * 1000).ok
     assert len(state.log()) == before + 1
+
+
+def test_delivery_leaves_copy_mode_first(fake: Fake) -> None:
+    tmux, state = fake
+    state.add_session("loop-a")
+    with state.edit() as raw:
+        raw["sessions"]["loop-a"]["panes"][0]["in_mode"] = True
+    assert tmux.deliver("loop-a", "hello").ok
+    assert state.sessions()["loop-a"]["panes"][0]["in_mode"] is False
+    assert state.typed("loop-a") == [["paste-bracketed", "hello"], ["paste", "\r"]]
 
 
 def test_old_tmux_spawns_without_env_and_warns_once(fake: Fake, tmp_path: Path) -> None:

@@ -173,3 +173,24 @@ def test_version_is_read_once(tmux: Tmux, tmp_path: Path) -> None:
     client.spawn("loop-v1", ["sleep", "300"], tmp_path, {"A": "1"})
     client.spawn("loop-v2", ["sleep", "300"], tmp_path, {"A": "1"})
     assert counter.read_text().splitlines().count("-V") == 1
+
+
+def test_probe_right_after_the_last_session_is_killed_is_absent(tmux: Tmux, tmp_path: Path) -> None:
+    """The server exits with its last session; a probe in that window must not be UNKNOWN."""
+    for _ in range(15):
+        assert tmux.spawn("loop-last", ["sleep", "300"], tmp_path).ok
+        assert tmux.kill("loop-last")
+        assert tmux.probe("loop-last") is Presence.ABSENT
+
+
+def test_spawn_clearing_the_only_dead_session_verifies_the_clear(
+    tmux: Tmux, tmp_path: Path
+) -> None:
+    for _ in range(8):
+        assert tmux.spawn("loop-only", ["true", "x"], tmp_path).ok
+        wait_for(lambda: tmux.probe("loop-only") is Presence.DEAD, what="dead")
+        again = tmux.spawn("loop-only", ["true", "y"], tmp_path)
+        assert again.outcome is SpawnOutcome.SPAWNED, again.error
+        assert again.cleared
+        wait_for(lambda: tmux.probe("loop-only") is Presence.DEAD, what="dead again")
+        assert tmux.kill("loop-only")

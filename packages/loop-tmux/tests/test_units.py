@@ -8,7 +8,7 @@ from loop_tmux import Presence, SpawnOutcome, SpawnResult, neutralise, parse_ver
 from loop_tmux.commands import chain, directory_arg, env_flags, escape_arg, program_args
 from loop_tmux.names import TERMINATE_NAME_RE, check_name, pane_target, session_target
 from loop_tmux.paste import encode
-from loop_tmux.runner import Answer, says_absent
+from loop_tmux.runner import Answer, is_transient, says_absent
 from loop_tmux.versions import NEW_SESSION_ENV, RESPAWN_PANE_ENV, supports
 
 
@@ -155,3 +155,17 @@ def test_result_values_are_the_contract_strings() -> None:
     assert SpawnResult(SpawnOutcome.SPAWNED).ok
     assert not SpawnResult(SpawnOutcome.FAILED, "x").ok
     assert {p.name for p in Presence} == {"ABSENT", "DEAD", "LIVE", "UNKNOWN"}
+
+
+@pytest.mark.parametrize(
+    ("stderr", "transient"),
+    [
+        ("server exited unexpectedly\n", True),
+        ("no current target\n", True),
+        ("can't find session: x\n", False),
+        ("error connecting to /x (Permission denied)\n", False),
+    ],
+)
+def test_exiting_server_texts_are_transient(stderr: str, transient: bool) -> None:
+    assert is_transient(Answer(1, "", stderr)) is transient
+    assert not is_transient(Answer(None, reason="timeout"))

@@ -19,6 +19,7 @@ from .results import DeliverResult, Pane, RespawnResult, SpawnOutcome, SpawnResu
 _PANE_FORMAT = "#{pane_id}\t#{pane_pid}\t#{pane_dead}\t#{pane_current_command}\t#{session_name}"
 _DEAD_MARK = "loop-tmux:pane-dead"
 _POLL = 0.05
+_RETRY_PAUSES = (0.02, 0.1)
 
 
 class Tmux:
@@ -107,10 +108,16 @@ class Tmux:
     # -- reads ----------------------------------------------------------------------
 
     def _probe(self, name: str, timeout: float | None = None) -> tuple[Presence, str | None]:
-        answer = self._run(
-            ["list-panes", "-s", "-t", names.pane_target(name), "-F", "#{pane_dead}"],
-            self.probe_timeout if timeout is None else timeout,
-        )
+        args = ["list-panes", "-s", "-t", names.pane_target(name), "-F", "#{pane_dead}"]
+        limit = self.probe_timeout if timeout is None else timeout
+        answer = self._run(args, limit)
+        for pause in _RETRY_PAUSES:
+            # A server exiting after its last session was killed answers oddly for a few
+            # milliseconds; ask again rather than call a clean state UNKNOWN.
+            if not runner.is_transient(answer):
+                break
+            time.sleep(pause)
+            answer = self._run(args, limit)
         if answer.ok:
             flags = answer.stdout.split()
             if "0" in flags:
@@ -359,35 +366,47 @@ class Tmux:
     def deliver(self, name: str, text: str, *, timeout: float | None = None) -> DeliverResult:
         """Paste ``text`` as a bracketed paste into the session's pane, then press Enter.
 
-        One tmux process: the text is loaded from stdin into a uniquely named buffer,
-        and a server-side ``if-shell -F '#{pane_dead}'`` pastes (and deletes the buffer)
-        only into a live pane: tmux 3.3a crashes the whole server when pasting into a
-        dead pane. ``session_missing`` only on a definite ABSENT/DEAD (AC2).
+        One tmux process: the text is loaded from stdin into a uniquely named buffer, and a
+        server-side ``if-shell -F '#{pane_dead}'`` pastes (deleting the buffers) only into
+        a live pane: tmux 3.3a crashes the whole server when pasting into a dead pane.
+        A pane in a mode (an operator scrolling in copy mode) is taken out of it first, or
+        the paste would arrive unbracketed. Enter is a pasted CR rather than ``send-keys``
+        so nothing a mode or a read-only client does can swallow it. ``session_missing``
+        only on a definite ABSENT/DEAD (AC2).
         """
         target = names.pane_target(name)
         data = paste.encode(text)
         buffer = f"loop-tmux-{os.getpid()}-{next(self._buffers)}-{uuid.uuid4().hex[:8]}"
-        send = ["send-keys", "-t", target, "Enter"]
+        enter = buffer + "-enter"
+        buffers = [buffer, enter] if data else [enter]
+        parts: list[list[str]] = [["has-session", "-t", names.session_target(name)]]
+        live = ""
         if data:
-            live = f"paste-buffer -p -r -d -b {buffer} -t {target} ; send-keys -t {target} Enter"
-            dead = f"display-message -p {_DEAD_MARK} ; delete-buffer -b {buffer}"
-            parts = [
-                ["has-session", "-t", names.session_target(name)],
-                ["load-buffer", "-b", buffer, "-"],
-                ["if-shell", "-F", "-t", target, "#{pane_dead}", dead, live],
-            ]
-        else:
-            live = " ".join(send)
-            dead = f"display-message -p {_DEAD_MARK}"
-            parts = [["if-shell", "-F", "-t", target, "#{pane_dead}", dead, live]]
+            parts.append(["load-buffer", "-b", buffer, "-"])
+            live = f"paste-buffer -p -r -d -b {buffer} -t {target} ; "
+        parts.append(["set-buffer", "-b", enter, "\r"])
+        # A pane in copy mode (an operator scrolling) would take the paste unbracketed:
+        # leave the mode first, in the same command-queue run as the paste.
+        leave = (
+            f"copy-mode -q -t {target}"
+            if versions.supports(self.version(), versions.COPY_MODE_QUIT)
+            else f"send-keys -t {target} -X cancel"
+        )
+        parts.append(["if-shell", "-F", "-t", target, "#{pane_in_mode}", leave])
+        live += f"paste-buffer -d -b {enter} -t {target}"
+        dead = " ; ".join(
+            [f"display-message -p {_DEAD_MARK}"] + [f"delete-buffer -b {b}" for b in buffers]
+        )
+        parts.append(["if-shell", "-F", "-t", target, "#{pane_dead}", dead, live])
         answer = self._run(commands.chain(*parts), timeout, stdin=data)
         if answer.ok:
             if _DEAD_MARK in answer.stdout:
                 return DeliverResult(False, True, f"session {name} is dead")
             return DeliverResult(True)
-        if data and answer.answered:
-            # The buffer may be left loaded if the session vanished mid-command.
-            self._run(["delete-buffer", "-b", buffer], self.probe_timeout)
+        if answer.answered:
+            # A buffer may be left loaded if the session vanished mid-command.
+            for leftover in buffers:
+                self._run(["delete-buffer", "-b", leftover], self.probe_timeout)
         if runner.says_absent(answer):
             return DeliverResult(False, True, answer.error)
         return DeliverResult(False, False, answer.error)

@@ -12,7 +12,8 @@ hold. Faults are injected through the state file (see :class:`FakeState`):
 - ``duplicate``: ``{name: {"times": n, "occupant": "live"|"dead"|null}}`` -- new-session
   of a name the table does not hold answers ``duplicate session`` (n times), after
   creating the given occupant, like a racing creator after a clean pre-flight;
-- ``fail``: ``{command: "error text"}`` -- that command fails with tmux's exit status 1;
+- ``fail``: ``{command: "error text"}`` -- that command fails with tmux's exit status 1
+  (or ``{command: {"text": ..., "after": n}}``: only from its (n+1)-th call on);
 - ``version``: what ``tmux -V`` prints (an old version also refuses ``-e``).
 
 Pane pids are above the kernel's pid_max, so nothing can ever signal a real process
@@ -36,7 +37,14 @@ from pathlib import Path
 from typing import Any
 
 STATE_ENV = "LOOP_TMUX_FAKE_STATE"
-_FORMAT_KEYS = ("pane_dead", "pane_pid", "pane_id", "pane_current_command", "session_name")
+_FORMAT_KEYS = (
+    "pane_in_mode",
+    "pane_dead",
+    "pane_pid",
+    "pane_id",
+    "pane_current_command",
+    "session_name",
+)
 
 
 class TmuxExit(Exception):
@@ -106,7 +114,8 @@ class FakeState:
         return self.read()["log"]
 
     def commands(self) -> list[str]:
-        """The tmux command names run so far, in order (one entry per command)."""
+        """The tmux command names invoked so far, in order, as the command lines held them
+        (a command after a failed one in the same line is listed though tmux skipped it)."""
         return [c[0] for argv in self.log() for c in _split_commands(_strip_globals(argv)[1])]
 
     def typed(self, name: str) -> list[list[str]]:
@@ -299,6 +308,7 @@ class _Fake:
         if pane is not None:
             values.update(
                 pane_dead="1" if pane["dead"] else "0",
+                pane_in_mode="1" if pane.get("in_mode") else "0",
                 pane_pid=str(pane["pid"]),
                 pane_id=pane["id"],
                 pane_current_command=pane["command"],
@@ -312,7 +322,11 @@ class _Fake:
         hang = self.faults.get("hang", [])
         if "*" in hang or verb in hang:
             time.sleep(3600)
+        calls = self.state.setdefault("calls", {})
+        calls[verb] = calls.get(verb, 0) + 1
         failure = self.faults.get("fail", {}).get(verb)
+        if isinstance(failure, dict):  # {"text": ..., "after": n}: fail from call n+1 on
+            failure = failure["text"] if calls[verb] > failure.get("after", 0) else None
         if failure:
             raise TmuxExit(failure)
         handler = getattr(self, "cmd_" + verb.replace("-", "_"), None)
@@ -405,6 +419,17 @@ class _Fake:
             "utf-8", errors="replace"
         )
 
+    def cmd_copy_mode(self, args: list[str]) -> None:
+        opts, _ = _options(args, "st")
+        _name, session = self.session(opts.get("t", [""])[-1])
+        session["panes"][0]["in_mode"] = "q" not in opts
+
+    def cmd_set_buffer(self, args: list[str]) -> None:
+        opts, rest = _options(args, "bn")
+        if len(rest) != 1:
+            raise TmuxExit("usage: set-buffer [-aw] [-b buffer-name] [-n new-buffer-name] data")
+        self.state["buffers"][opts.get("b", ["buffer0"])[-1]] = rest[0]
+
     def cmd_delete_buffer(self, args: list[str]) -> None:
         opts, _ = _options(args, "b")
         buffer = opts.get("b", [""])[-1]
@@ -432,7 +457,13 @@ class _Fake:
 
     def cmd_send_keys(self, args: list[str]) -> None:
         opts, keys = _options(args, "tN")
-        name, _session = self.session(opts.get("t", [""])[-1])
+        name, session = self.session(opts.get("t", [""])[-1])
+        if "X" in opts:
+            if not session["panes"][0].get("in_mode"):
+                raise TmuxExit("not in a mode")
+            if keys == ["cancel"]:
+                session["panes"][0]["in_mode"] = False
+            return
         self.state["typed"].setdefault(name, []).append(["keys", *keys])
 
     def cmd_display_message(self, args: list[str]) -> None:

@@ -26,6 +26,8 @@ _CONNECT_ABSENT = re.compile(
     r"(No such file or directory|Connection refused)"
 )
 _STRIPPED_ENV = ("TMUX", "TMUX_PANE")
+# What a client sees from a server that is shutting down (its last session just went).
+_TRANSIENT_TEXTS = ("server exited unexpectedly", "no current target", "lost server")
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,13 @@ def says_absent(answer: Answer) -> bool:
         return False
     text = answer.stderr
     return any(marker in text for marker in _ABSENT_TEXTS) or bool(_CONNECT_ABSENT.search(text))
+
+
+def is_transient(answer: Answer) -> bool:
+    """Whether tmux answered with an error a server in the middle of exiting gives."""
+    if not answer.answered or answer.ok:
+        return False
+    return any(text in answer.stderr for text in _TRANSIENT_TEXTS)
 
 
 def tmux_environ() -> dict[str, str]:

@@ -4,6 +4,8 @@ Established from tmux's CHANGES file:
 - ``respawn-pane -e`` (and new-window/split-window/respawn-window -e): tmux 3.0.
 - ``new-session -e``: tmux 3.2.
 - exact-match targets with ``=``: tmux 2.1; ``respawn-pane -c``: tmux 2.6.
+- ``copy-mode -q`` (leave every mode) is used from 3.3, the oldest release verified to
+  have it; older ones get ``send-keys -X cancel`` (leaves copy mode only).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import re
 
 NEW_SESSION_ENV = (3, 2)
 RESPAWN_PANE_ENV = (3, 0)
+COPY_MODE_QUIT = (3, 3)
 MINIMUM = (2, 6)
 
 _VERSION = re.compile(r"(\d+)\.(\d+)")
