@@ -107,17 +107,21 @@ class Tmux:
 
     # -- reads ----------------------------------------------------------------------
 
-    def _probe(self, name: str, timeout: float | None = None) -> tuple[Presence, str | None]:
-        args = ["list-panes", "-s", "-t", names.pane_target(name), "-F", "#{pane_dead}"]
-        limit = self.probe_timeout if timeout is None else timeout
-        answer = self._run(args, limit)
+    def _read(self, args: Sequence[str], timeout: float) -> runner.Answer:
+        """Run a read-only tmux command, asking again (twice at most, briefly) when the
+        answer is one a server gives while exiting after its last session was killed:
+        that state is a clean "no server" a few milliseconds later, not UNKNOWN."""
+        answer = self._run(args, timeout)
         for pause in _RETRY_PAUSES:
-            # A server exiting after its last session was killed answers oddly for a few
-            # milliseconds; ask again rather than call a clean state UNKNOWN.
             if not runner.is_transient(answer):
                 break
             time.sleep(pause)
-            answer = self._run(args, limit)
+            answer = self._run(args, timeout)
+        return answer
+
+    def _probe(self, name: str, timeout: float | None = None) -> tuple[Presence, str | None]:
+        args = ["list-panes", "-s", "-t", names.pane_target(name), "-F", "#{pane_dead}"]
+        answer = self._read(args, self.probe_timeout if timeout is None else timeout)
         if answer.ok:
             flags = answer.stdout.split()
             if "0" in flags:
@@ -135,7 +139,9 @@ class Tmux:
 
     def panes(self, *, timeout: float | None = None) -> list[Pane]:
         """Every pane of the server in ONE tmux call; [] when no server runs."""
-        answer = self._run(["list-panes", "-a", "-F", _PANE_FORMAT], timeout)
+        answer = self._read(
+            ["list-panes", "-a", "-F", _PANE_FORMAT], self.timeout if timeout is None else timeout
+        )
         if not answer.ok:
             if runner.says_absent(answer):
                 return []
@@ -162,7 +168,7 @@ class Tmux:
 
         Raises TmuxUnavailable when tmux does not answer: "no pids" would be a lie.
         """
-        answer = self._run(
+        answer = self._read(
             ["list-panes", "-s", "-t", names.pane_target(name), "-F", "#{pane_dead} #{pane_pid}"],
             self.probe_timeout if timeout is None else timeout,
         )
