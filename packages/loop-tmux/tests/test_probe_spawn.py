@@ -194,3 +194,18 @@ def test_spawn_clearing_the_only_dead_session_verifies_the_clear(
         assert again.cleared
         wait_for(lambda: tmux.probe("loop-only") is Presence.DEAD, what="dead again")
         assert tmux.kill("loop-only")
+
+
+def test_size_and_history_limit_apply_to_new_sessions(tmux: Tmux, tmp_path: Path) -> None:
+    client = Tmux(
+        socket_name=tmux.socket_name,
+        config_file="/dev/null",
+        width=132,
+        height=40,
+        history_limit=50_000,
+    )
+    assert client.spawn("loop-sized", ["sleep", "300"], tmp_path).ok
+    shown = tmux_out(
+        tmux, "display-message", "-p", "-t", "=loop-sized:", "#{pane_width} #{history_limit}"
+    )
+    assert shown.split() == ["132", "50000"]

@@ -26,7 +26,9 @@ class Tmux:
     """A client for one tmux server, fixed at construction (default, ``-L`` or ``-S``).
 
     Every method runs tmux with a timeout; ``probe_timeout`` bounds liveness reads,
-    ``timeout`` everything else, and each call may override them.
+    ``timeout`` everything else, and each call may override them. ``width``/``height``
+    size new sessions; ``history_limit`` sets the SERVER-GLOBAL history-limit before each
+    spawn (tmux reads it when a pane is created), so use it with a dedicated socket.
     """
 
     def __init__(
@@ -40,6 +42,7 @@ class Tmux:
         config_file: str | os.PathLike[str] | None = None,
         width: int | None = None,
         height: int | None = None,
+        history_limit: int | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         if socket_name is not None and socket_path is not None:
@@ -51,6 +54,7 @@ class Tmux:
         self.probe_timeout = probe_timeout
         self.width = width
         self.height = height
+        self.history_limit = history_limit
         self._sleep = sleep
         self._base = [binary]
         if socket_name is not None:
@@ -239,7 +243,12 @@ class Tmux:
         # handles the child's exit only between queue runs, so even a program that exits
         # at once leaves a DEAD pane rather than no session.
         keep = ["set-option", "-w", "-t", names.pane_target(name), "remain-on-exit", "on"]
-        return self._run(commands.chain(new, keep))
+        if self.history_limit is None:
+            return self._run(commands.chain(new, keep))
+        # history-limit is read when a pane is created, so it must be set before
+        # new-session, and only the server-global value is there yet.
+        limit = ["set-option", "-g", "history-limit", str(self.history_limit)]
+        return self._run(commands.chain(limit, new, keep))
 
     @staticmethod
     def _spawned(answer: runner.Answer, cleared: bool) -> SpawnResult:
