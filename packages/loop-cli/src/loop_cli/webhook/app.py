@@ -79,7 +79,7 @@ def create_app(
         raise ValueError("a webhook secret is required (or insecure=True)")
     rules = Rules.build(trigger_label, authorized_actors, own_login, repositories)
     seen_ids: SeenDeliveries = seen if seen is not None else MemorySeen()
-    worker = Worker(handle, maxsize=queue_size)
+    worker = Worker(handle, maxsize=queue_size, on_failure=seen_ids.forget)
     stats: Counter[str] = Counter()
 
     async def receive(request: Request) -> JSONResponse:
@@ -132,7 +132,8 @@ def create_app(
         first = await run_in_threadpool(seen_ids.first_time, guid, kind)
         if not first:
             return _answer(200, "duplicate", stats, delivery=guid)
-        if not worker.submit(result):
+        if not worker.submit(result, guid):
+            await run_in_threadpool(seen_ids.forget, guid)
             return _answer(503, "busy", stats, reason="dispatch queue is full")
         return _answer(202, "accepted", stats, deliveryId=result.delivery_id)
 

@@ -33,6 +33,10 @@ class SeenDeliveries(Protocol):
         """Record `guid`; True when it had not been recorded before."""
         ...
 
+    def forget(self, guid: str) -> None:
+        """Un-record `guid` (its event was not handled: a redelivery must be handled)."""
+        ...
+
 
 class MemorySeen:
     """For tests and `--no-store` use: forgets on restart."""
@@ -47,6 +51,10 @@ class MemorySeen:
                 return False
             self._ids.add(guid)
             return True
+
+    def forget(self, guid: str) -> None:
+        with self._lock:
+            self._ids.discard(guid)
 
 
 class StoreSeen:
@@ -66,6 +74,10 @@ class StoreSeen:
                 (guid, event, now),
             )
             return cur.rowcount > 0
+
+    def forget(self, guid: str) -> None:
+        with self._store.transaction() as conn:
+            conn.execute("DELETE FROM loop_cli_webhook_deliveries WHERE guid = ?", (guid,))
 
     def prune(self) -> None:
         """Forget ids older than GitHub would redeliver (bounded table)."""

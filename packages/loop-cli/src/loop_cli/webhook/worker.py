@@ -22,9 +22,26 @@ log = logging.getLogger(__name__)
 _STOP = object()
 
 
+def failed(result: object) -> bool:
+    """Did the handler report a retryable failure (dispatch's `Outcome.kind == failed`)?"""
+    kind = getattr(result, "kind", None)
+    return getattr(kind, "value", kind) == "failed"
+
+
 class Worker:
-    def __init__(self, handle: Callable[[Event], object], *, maxsize: int = 1000) -> None:
+    """`on_failure(tag)` runs when handling the event queued with `tag` raised or
+    reported a retryable failure (the receiver forgets its delivery GUID then, so a
+    redelivery from GitHub is handled again rather than answered "duplicate")."""
+
+    def __init__(
+        self,
+        handle: Callable[[Event], object],
+        *,
+        maxsize: int = 1000,
+        on_failure: Callable[[str], None] | None = None,
+    ) -> None:
         self._handle = handle
+        self._on_failure = on_failure
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=maxsize)
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -39,11 +56,11 @@ class Worker:
                 )
                 self._thread.start()
 
-    def submit(self, event: Event) -> bool:
+    def submit(self, event: Event, tag: str = "") -> bool:
         """Queue an event; False when the queue is full."""
         self.start()
         try:
-            self._queue.put_nowait(event)
+            self._queue.put_nowait((tag, event))
         except queue.Full:
             return False
         return True
@@ -73,9 +90,21 @@ class Worker:
             item = self._queue.get()
             if item is _STOP:
                 return
+            tag, event = item
             try:
-                self._handle(item)
-                self.handled += 1
+                result = self._handle(event)
             except Exception as exc:  # one bad event must not stop the receiver
-                self.failed += 1
-                log.error("webhook: handling %s failed: %s", item.delivery_id, type(exc).__name__)
+                log.error("webhook: handling %s failed: %s", event.delivery_id, type(exc).__name__)
+                result = None
+                ok = False
+            else:
+                ok = not failed(result)
+            if ok:
+                self.handled += 1
+                continue
+            self.failed += 1
+            if self._on_failure is not None and tag:
+                try:
+                    self._on_failure(tag)
+                except Exception as exc:  # a busy store: the GUID stays; the poller still retries
+                    log.warning("webhook: could not forget %s: %s", tag, type(exc).__name__)
