@@ -179,6 +179,7 @@ class FakeGitHub:
             "user": {"login": issue.user},
             "labels": [{"name": name} for name in sorted(issue.labels)],
             "state": issue.state,
+            "comments": sum(1 for c in repo.comments if c.issue_number == issue.number),
             "html_url": f"{base}/issues/{issue.number}",
             "created_at": iso(issue.created_at),
             "updated_at": iso(issue.updated_at),

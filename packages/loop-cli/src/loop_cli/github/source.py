@@ -68,7 +68,6 @@ class RepoCursor:
     issues_etag: str | None = None  # valid for exactly `issues_since`
     comments_etag: str | None = None  # valid for exactly `comments_since`
     settle_until: str | None = None  # list comments until then even on a 304
-    issues_latest: str | None = None  # newest issue update seen: a 200 without news is idle
     labeled: list[int] = field(default_factory=list)  # open items carrying the label
     watched: list[int] = field(default_factory=list)  # labeled or with an active session
 
@@ -82,7 +81,6 @@ class RepoCursor:
             issues_etag=obj.get("issues_etag"),
             comments_etag=obj.get("comments_etag"),
             settle_until=obj.get("settle_until"),
-            issues_latest=obj.get("issues_latest"),
             labeled=[int(n) for n in obj.get("labeled", [])],
             watched=[int(n) for n in obj.get("watched", [])],
         )
@@ -255,7 +253,9 @@ class GitHubSource:
         cursor.labeled = list(old.labeled)
         result = _RepoResult(cursor)
         seen = self._issues(repository, cursor, old, result)
-        changed = seen is not None and cursor.issues_latest != old.issues_latest
+        # Any answer other than a 304 is news: an ETag is kept for every window we can
+        # trust it for, and a comment changes its issue (updated_at, comment count).
+        changed = seen is not None
         labeled = set(cursor.labeled)
         before = set(old.watched)
         watched = labeled | set(active)
@@ -311,8 +311,6 @@ class GitHubSource:
             if issue.state == "closed" and issue.number in old.watched:
                 result.events.append(self._closed(repository, issue))
         cursor.labeled = sorted(labeled)
-        if latest is not None:
-            cursor.issues_latest = max(old.issues_latest or "", _iso(latest))
         full = _full(listing)
         cursor.issues_since = self._advance(old.issues_since, latest, full)
         same_window = cursor.issues_since == old.issues_since
