@@ -105,6 +105,12 @@ class Deployment:
             refs.append(ref)
         for ref in refs:
             self.run("sessions", "start", ref)
+        # Wait until each harness has started (the launcher has read the file), so a
+        # rotation that follows is really a rotation under a running session.
+        sessions = self.sessions()
+        for ref in refs:
+            started = self.wait_starts(sessions[ref]["conversationId"], 1)
+            assert started, f"{ref}: the harness never recorded its start"
         return refs
 
     def sessions(self) -> dict[str, dict]:
