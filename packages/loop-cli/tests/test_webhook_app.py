@@ -221,6 +221,40 @@ def test_malformed_is_400_with_a_reason(client, raw: bytes, headers: dict, reaso
     assert reason in r.json()["reason"]
 
 
+def without(payload: dict, path: str) -> dict:
+    """A deep copy of payload with the field at dotted `path` removed."""
+    data = json.loads(json.dumps(payload))
+    *parents, last = path.split(".")
+    node = data
+    for key in parents:
+        node = node[key]
+    del node[last]
+    return data
+
+
+@pytest.mark.parametrize(
+    ("payload", "field"),
+    [
+        (without(comment_payload(), "comment.id"), "comment.id"),
+        (without(comment_payload(), "comment.user"), "comment.user"),
+        (without(comment_payload(), "issue.number"), "issue.number"),
+        (without(comment_payload(), "repository"), "repository.full_name"),
+        (without(comment_payload(), "action"), "action"),
+        ({**comment_payload(), "repository": {"full_name": "evil/../x"}}, "repository"),
+        ({**comment_payload(), "repository": {"full_name": "a/b/c"}}, "repository"),
+        (
+            {**comment_payload(), "comment": {**comment_payload()["comment"], "created_at": "x"}},
+            "comment.created_at",
+        ),
+    ],
+)
+def test_missing_or_bad_fields_are_400_naming_the_field(client, sink, payload, field) -> None:
+    r = post(client, payload)
+    assert r.status_code == 400
+    assert field in r.json()["reason"]
+    assert sink.events == []
+
+
 def test_ping_is_200(client) -> None:
     r = post(client, {"zen": "Keep it logically awesome."}, event="ping")
     assert r.status_code == 200
