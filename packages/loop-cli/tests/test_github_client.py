@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -98,6 +99,20 @@ def test_short_retry_after_is_waited_then_retried(fake: FakeGitHub) -> None:
     assert gh.get_json("user")["login"] == fake.login
     assert len(sleeps) == 1
     assert 1.0 <= sleeps[0] <= 2.0
+
+
+def test_secondary_limit_429_with_retry_after_is_honoured(fake: FakeGitHub) -> None:
+    gh = client(fake, max_wait=10.0)
+    fake.exhaust(retry_after=120, status=429)
+    with pytest.raises(RateLimited) as err:
+        gh.get_json("user")
+    assert 110 <= err.value.until - time.time() <= 121
+    assert fake.statuses()[429] == 1
+    fake.rate_remaining = 100  # lifted on GitHub's side, but we were told to wait
+    with pytest.raises(RateLimited):
+        gh.get_json("user")
+    assert fake.statuses()[429] == 1
+    assert fake.count() == 1
 
 
 def test_long_rate_limit_fails_fast_without_sending_more(fake: FakeGitHub) -> None:

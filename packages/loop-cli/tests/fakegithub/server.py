@@ -78,6 +78,7 @@ class FakeGitHub:
         self.rate_remaining = 5000
         self.rate_reset = int(time.time()) + 3600
         self.retry_after: int | None = None
+        self.limited_status = 403
         self.faults: list[tuple[str, float]] = []  # ("status", 502) | ("delay", seconds)
         self.requests: list[tuple[str, str, int]] = []  # (path, query, status)
         self._lock = threading.Lock()
@@ -149,9 +150,12 @@ class FakeGitHub:
         with self._lock:
             self.faults.extend([("delay", seconds)] * count)
 
-    def exhaust(self, retry_after: int | None = None, reset_in: int = 3600) -> None:
-        """Spend the rate limit: the next counted request gets a 403 (like GitHub)."""
+    def exhaust(
+        self, retry_after: int | None = None, reset_in: int = 3600, status: int = 403
+    ) -> None:
+        """Spend the rate limit: the next counted request gets a 403 (or 429) like GitHub."""
         with self._lock:
+            self.limited_status = status
             self.rate_remaining = 0
             self.rate_reset = int(time.time()) + reset_in
             self.retry_after = retry_after
@@ -223,7 +227,8 @@ class FakeGitHub:
             if self.retry_after is not None:
                 headers["Retry-After"] = str(self.retry_after)
             body = {"message": "API rate limit exceeded"}
-            return self._log(path, query, JSONResponse(body, 403, headers=headers))
+            status = self.limited_status
+            return self._log(path, query, JSONResponse(body, status, headers=headers))
         try:
             payload, link = self._route(request)
         except LookupError:
