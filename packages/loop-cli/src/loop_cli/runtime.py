@@ -98,6 +98,7 @@ class Runtime:
         self.state_dir: Path = self.config.effective_state_dir()
         self.lock_dir: Path = self.state_dir / "locks"
         self._opened: list[Any] = []
+        self._source: Source | None = None
 
     @cached_property
     def store(self) -> Store:
@@ -148,7 +149,12 @@ class Runtime:
         )
 
     def source(self) -> Source:
-        return build_source(self.config, self.store)
+        """The configured source, built once per process: it keeps HTTP connections."""
+        if self._source is None:
+            self._source = build_source(self.config, self.store)
+            if hasattr(self._source, "close"):
+                self._opened.append(self._source)
+        return self._source
 
     def close(self) -> None:
         for obj in reversed(self._opened):
