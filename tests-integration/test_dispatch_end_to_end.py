@@ -86,6 +86,9 @@ class World:
             survival_delay=1.5,
         )
         self.source = CommentSource()
+        # A bystander session keeps the server up when a test kills the item's session,
+        # as other items' sessions do in a real fleet.
+        assert self.tmux.spawn("bystander", ["sleep", "600"], str(self.work)).ok
 
     def _launch(self, record, argv):
         return LaunchSpec(list(argv), {"FAKE_HARNESS_DIR": str(self.convo)})

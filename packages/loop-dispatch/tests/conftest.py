@@ -42,6 +42,9 @@ def real_tmux(monkeypatch: pytest.MonkeyPatch) -> Iterator[Tmux]:
     monkeypatch.delenv("TMUX_PANE", raising=False)
     name = f"loop-test-{uuid.uuid4().hex[:10]}"
     client = Tmux(socket_name=name, config_file="/dev/null", timeout=10.0, probe_timeout=3.0)
+    # A bystander session keeps the server up when a test kills an item's session (as in
+    # a real fleet); otherwise the next command races the emptied server's exit.
+    assert client.spawn("bystander", ["sleep", "600"], "/").ok
     yield client
     subprocess.run(
         ["tmux", "-L", name, "kill-server"], capture_output=True, timeout=10, check=False

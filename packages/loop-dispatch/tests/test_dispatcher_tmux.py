@@ -135,11 +135,13 @@ def test_ac12_unknown_conversation_falls_back_to_fresh_with_resume_failed(
     old = store.registry.get(REF).conversation_id
     wait_for(_started(read_conversation, convo, old))
     tmux.kill(NAME)
+    # Let the killed harness write its last line (SIGHUP) before forgetting the file.
+    wait_for(lambda: [r for r in read_conversation(convo, old) if r["event"] == "exit"])
     (convo / f"{old}.jsonl").unlink()  # the harness no longer knows the conversation
 
     event = make_event(REF)
     outcome = disp.dispatch(event)
-    assert (outcome.kind, outcome.reason) == (OutcomeKind.PROCESSED, "respawned_fresh")
+    assert (outcome.kind, outcome.reason) == (OutcomeKind.PROCESSED, "respawned_fresh"), outcome
     new = store.registry.get(REF).conversation_id
     assert new != old
     start = wait_for(_started(read_conversation, convo, new))[0]
