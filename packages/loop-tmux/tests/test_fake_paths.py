@@ -262,3 +262,17 @@ def test_install_fake_tmux_writes_a_runnable_shim(tmp_path: Path) -> None:
     )
     assert module.returncode == 2
     assert "LOOP_TMUX_FAKE_STATE" in module.stderr
+
+
+def test_new_session_meeting_an_exiting_server_is_retried_once(fake: Fake, tmp_path: Path) -> None:
+    tmux, state = fake
+    gone = "server exited unexpectedly"
+    state.set_fault("fail", {"new-session": {"text": gone, "times": 1}})
+    result = tmux.spawn("loop-a", ["prog", "x"], tmp_path)
+    assert result.outcome is SpawnOutcome.SPAWNED
+    assert state.commands().count("new-session") == 2
+    state.set_fault("fail", {"new-session": gone})
+    again = tmux.spawn("loop-b", ["prog", "x"], tmp_path)
+    assert again.outcome is SpawnOutcome.FAILED
+    assert again.error == gone
+    assert state.commands().count("new-session") == 4  # one retry, never a loop

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from loop_tmux_testlib import tmux_out, wait_for
 
-from loop_tmux import Presence, SpawnOutcome, Tmux
+from loop_tmux import Presence, SpawnOutcome, Tmux, TmuxUnavailable
 
 pytestmark = pytest.mark.tmux
 
@@ -50,6 +50,17 @@ def test_missing_binary_is_unknown(tmp_path: Path) -> None:
     assert result.outcome is SpawnOutcome.FAILED
     assert "no answer" in (result.error or "")
     assert client.version() is None
+    sent = client.deliver("loop-x", "hello")
+    assert (sent.ok, sent.session_missing) == (False, False)
+    assert "cannot run" in (sent.error or "")
+    with pytest.raises(TmuxUnavailable):
+        client.panes()
+    assert client.kill("loop-x") is False
+
+
+def test_one_server_per_client() -> None:
+    with pytest.raises(ValueError, match="not both"):
+        Tmux(socket_name="a", socket_path="/tmp/b")
 
 
 def test_unrecognised_tmux_error_is_unknown(tmp_path: Path) -> None:

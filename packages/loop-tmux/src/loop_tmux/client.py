@@ -311,14 +311,19 @@ class Tmux:
                 SpawnOutcome.FAILED,
                 f"{answer.error} (new-session: tmux may still carry it out when it resumes)",
             )
-        if "duplicate session" not in answer.stderr:
+        duplicate = "duplicate session" in answer.stderr
+        if not duplicate and not runner.is_transient(answer):
             return SpawnResult(SpawnOutcome.FAILED, answer.error)
 
-        # The pre-flight missed an occupant: decide once from tmux's own answer.
+        # Either the pre-flight missed an occupant (duplicate session), or new-session
+        # reached a server that was exiting after its last session went (its sessions
+        # went with it). Decide once from a fresh probe; retry at most once.
         presence, why = self._probe(name)
         if presence is Presence.LIVE:
             return SpawnResult(SpawnOutcome.OCCUPIED_LIVE, f"session {name} is live")
         if presence is Presence.UNKNOWN:
+            if not duplicate:
+                return SpawnResult(SpawnOutcome.FAILED, f"{answer.error}; re-probe: {why}")
             return SpawnResult(
                 SpawnOutcome.OCCUPIED_UNCLEARABLE,
                 f"duplicate session {name}, and the re-probe got no answer ({why})",

@@ -13,7 +13,8 @@ hold. Faults are injected through the state file (see :class:`FakeState`):
   of a name the table does not hold answers ``duplicate session`` (n times), after
   creating the given occupant, like a racing creator after a clean pre-flight;
 - ``fail``: ``{command: "error text"}`` -- that command fails with tmux's exit status 1
-  (or ``{command: {"text": ..., "after": n}}``: only from its (n+1)-th call on);
+  (or ``{command: {"text": ..., "after": n, "times": m}}``: only its calls n+1 to n+m,
+  every call from n+1 on when ``times`` is absent);
 - ``version``: what ``tmux -V`` prints (an old version also refuses ``-e``).
 
 Pane pids are above the kernel's pid_max, so nothing can ever signal a real process
@@ -108,10 +109,12 @@ class FakeState:
             state["faults"] = {}
 
     def sessions(self) -> dict[str, Any]:
-        return self.read()["sessions"]
+        sessions: dict[str, Any] = self.read()["sessions"]
+        return sessions
 
     def log(self) -> list[list[str]]:
-        return self.read()["log"]
+        log: list[list[str]] = self.read()["log"]
+        return log
 
     def commands(self) -> list[str]:
         """The tmux command names invoked so far, in order, as the command lines held them
@@ -119,7 +122,8 @@ class FakeState:
         return [c[0] for argv in self.log() for c in _split_commands(_strip_globals(argv)[1])]
 
     def typed(self, name: str) -> list[list[str]]:
-        return self.read()["typed"].get(name, [])
+        typed: list[list[str]] = self.read()["typed"].get(name, [])
+        return typed
 
 
 @contextlib.contextmanager
@@ -276,7 +280,8 @@ class _Fake:
 
     @property
     def faults(self) -> dict[str, Any]:
-        return self.state["faults"]
+        faults: dict[str, Any] = self.state["faults"]
+        return faults
 
     def version(self) -> tuple[int, int]:
         text = self.faults.get("version", "tmux 3.3a")
@@ -325,8 +330,11 @@ class _Fake:
         calls = self.state.setdefault("calls", {})
         calls[verb] = calls.get(verb, 0) + 1
         failure = self.faults.get("fail", {}).get(verb)
-        if isinstance(failure, dict):  # {"text": ..., "after": n}: fail from call n+1 on
-            failure = failure["text"] if calls[verb] > failure.get("after", 0) else None
+        if isinstance(failure, dict):  # {"text", "after": n, "times": m}: calls n+1..n+m
+            after = failure.get("after", 0)
+            times = failure.get("times")
+            failing = calls[verb] > after and (times is None or calls[verb] <= after + times)
+            failure = failure["text"] if failing else None
         if failure:
             raise TmuxExit(failure)
         handler = getattr(self, "cmd_" + verb.replace("-", "_"), None)
