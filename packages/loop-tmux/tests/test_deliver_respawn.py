@@ -209,3 +209,20 @@ def test_respawn_revives_a_dead_pane(tmux: Tmux, tmp_path: Path) -> None:
     wait_for(lambda: tmux.probe("loop-revive") is Presence.DEAD, what="dead")
     assert tmux.respawn("loop-revive", ["sleep", "300"], tmp_path).ok
     assert tmux.probe("loop-revive") is Presence.LIVE
+
+
+def test_payload_never_reaches_a_tmux_argv(
+    tmux: Tmux, recorder: Callable[[str], Recorder], tmp_path: Path
+) -> None:
+    rec = recorder("loop-argv-check")
+    log = tmp_path / "argv.log"
+    wrapper = tmp_path / "tmux-logging"
+    wrapper.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" >> {log}\nexec tmux "$@"\n')
+    wrapper.chmod(0o755)
+    client = Tmux(binary=str(wrapper), socket_name=tmux.socket_name, config_file="/dev/null")
+    secret = "PAYLOAD-7f3a9c-never-in-argv"
+    assert client.deliver("loop-argv-check", secret).ok
+    expected = START + secret.encode() + END + ENTER
+    assert rec.wait_bytes(len(expected)) == expected
+    assert "paste-buffer" in log.read_text()
+    assert secret not in log.read_text()

@@ -20,6 +20,8 @@ def test_stopped_server_is_unknown_never_absent(
 ) -> None:
     rec = recorder("loop-busy")
     (harness,) = tmux.pane_pids("loop-busy")
+    assert tmux.spawn("loop-done", ["true", "x"], tmp_path).ok
+    wait_for(lambda: tmux.probe("loop-done") is Presence.DEAD, what="dead")
     server = int(tmux_out(tmux, "display-message", "-p", "#{pid}").strip())
     quick = Tmux(
         socket_name=tmux.socket_name, config_file="/dev/null", probe_timeout=0.4, timeout=0.6
@@ -38,6 +40,9 @@ def test_stopped_server_is_unknown_never_absent(
         assert "nothing killed" in (over.error or "")
         fresh = quick.spawn("loop-new", ["sleep", "300"], tmp_path)
         assert fresh.outcome is SpawnOutcome.FAILED
+        over_dead = quick.spawn("loop-done", ["sleep", "300"], tmp_path)
+        assert over_dead.outcome is SpawnOutcome.FAILED
+        assert quick.deliver("loop-done", "x").session_missing is False
         with pytest.raises(TmuxUnavailable):
             quick.panes()
         with pytest.raises(TmuxUnavailable):
@@ -52,7 +57,8 @@ def test_stopped_server_is_unknown_never_absent(
     assert tmux.probe("loop-busy") is Presence.LIVE
     assert tmux.pane_pids("loop-busy") == [harness]
     assert tmux.probe("loop-new") is Presence.ABSENT
-    assert sorted(p.session for p in tmux.panes()) == ["loop-busy"]
+    assert tmux.probe("loop-done") is Presence.DEAD  # not cleared while unanswered
+    assert sorted(p.session for p in tmux.panes()) == ["loop-busy", "loop-done"]
     assert tmux.deliver("loop-busy", "after the stop").ok
     expected = b"\x1b[200~after the stop\x1b[201~\r"
     # The text sent during the stop is never pasted late: only the retry arrives.
