@@ -164,3 +164,40 @@ def test_sigkilled_writer_always_leaves_a_consistent_store(tmp_path: Path) -> No
                 tag, n = cursor.split(":")
                 assert store.ledger.get(f"{tag}-e{n}-19") is not None
                 assert store.ledger.get(f"{tag}-e{int(n) + 1}-0") is None
+
+
+OPENER = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    from loop_dispatch.store import Store
+    go = Path(sys.argv[2])
+    while not go.exists():
+        time.sleep(0.001)
+    store = Store.open(sys.argv[1])
+    store.meta.set("opened-" + sys.argv[3], "yes")
+    print("ok", flush=True)
+    """
+)
+
+
+def test_processes_opening_one_fresh_store_together_all_succeed(tmp_path: Path) -> None:
+    """A fresh file's switch to WAL is not covered by the busy timeout: open retries."""
+    for round_ in range(3):
+        state, go = tmp_path / f"s{round_}", tmp_path / f"go{round_}"
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", OPENER, str(state), str(go), str(n)],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for n in range(4)
+        ]
+        time.sleep(0.5)
+        go.touch()
+        for proc in procs:
+            out, err = proc.communicate(timeout=60)
+            assert out.strip() == "ok", err
+        with Store.open(state) as store:
+            assert len(store.meta.items("opened-")) == 4

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -93,6 +94,11 @@ def utcnow_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="microseconds")
 
 
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
 def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
@@ -105,6 +111,7 @@ class Store:
         self._conn = conn
         self._lock = threading.RLock()
         self._depth = 0
+        self._opening = True
 
     # -- opening -----------------------------------------------------------------
 
@@ -129,20 +136,37 @@ class Store:
         except sqlite3.Error as exc:
             raise StoreError(path, f"cannot open: {_one_line(exc)}") from None
         store = cls(path, conn)
-        try:
-            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-            if str(mode).lower() != "wal":
-                raise StoreError(path, f"cannot switch to WAL journal mode (got {mode})")
-            conn.execute("PRAGMA synchronous = NORMAL")
-            store._migrate_core()
-        except sqlite3.DatabaseError as exc:
-            conn.close()
-            raise StoreError(path, f"not a usable SQLite database ({_one_line(exc)})") from None
-        except StoreError:
-            conn.close()
-            raise
-        return store
+        # Switching a new file to WAL takes a lock SQLite's busy handler does not wait
+        # for, so processes opening one fresh store together retry here, bounded.
+        deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+        while True:
+            try:
+                store._setup()
+                store._opening = False
+                return store
+            except sqlite3.OperationalError as exc:
+                if _is_busy(exc) and time.monotonic() < deadline:
+                    time.sleep(0.02)
+                    continue
+                conn.close()
+                if _is_busy(exc):
+                    raise StoreError(path, f"stayed locked by another process ({exc})") from None
+                raise StoreError(path, f"not a usable SQLite database ({_one_line(exc)})") from None
+            except sqlite3.DatabaseError as exc:
+                conn.close()
+                raise StoreError(path, f"not a usable SQLite database ({_one_line(exc)})") from None
+            except StoreError:
+                conn.close()
+                raise
+
+    def _setup(self) -> None:
+        conn = self._conn
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            raise StoreError(self.path, f"cannot switch to WAL journal mode (got {mode})")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        self._migrate_core()
 
     def close(self) -> None:
         with self._lock:
@@ -172,6 +196,12 @@ class Store:
                 return
             try:
                 self._conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:
+                if self._opening and _is_busy(exc):
+                    raise  # Store.open retries
+                raise StoreError(
+                    self.path, f"cannot begin a transaction: {_one_line(exc)}"
+                ) from None
             except sqlite3.DatabaseError as exc:
                 raise StoreError(
                     self.path, f"cannot begin a transaction: {_one_line(exc)}"
