@@ -48,7 +48,7 @@ def test_missing_binary_is_unknown(tmp_path: Path) -> None:
     assert client.probe("loop-x") is Presence.UNKNOWN
     result = client.spawn("loop-x", ["true", "x"], tmp_path)
     assert result.outcome is SpawnOutcome.FAILED
-    assert "no answer" in (result.error or "")
+    assert "no usable answer" in (result.error or "")
     assert client.version() is None
     sent = client.deliver("loop-x", "hello")
     assert (sent.ok, sent.session_missing) == (False, False)

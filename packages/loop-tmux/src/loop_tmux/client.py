@@ -230,15 +230,16 @@ class Tmux:
         return presence, why
 
     def _new_session(
-        self, name: str, argv: Sequence[str], cwd: str, env_flags: list[str]
+        self, name: str, program: list[str], cwd: str, env_flags: list[str]
     ) -> runner.Answer:
+        """One invocation: [global history-limit ;] new-session ; remain-on-exit on."""
         size: list[str] = []
         if self.width:
             size += ["-x", str(self.width)]
         if self.height:
             size += ["-y", str(self.height)]
         new = ["new-session", "-d", "-s", name, "-c", commands.directory_arg(cwd)]
-        new += ["-P", "-F", "#{pane_pid}", *size, *env_flags, "--", *commands.program_args(argv)]
+        new += ["-P", "-F", "#{pane_pid}", *size, *env_flags, "--", *program]
         # remain-on-exit is set in the same command queue as new-session: the server
         # handles the child's exit only between queue runs, so even a program that exits
         # at once leaves a DEAD pane rather than no session.
@@ -292,7 +293,7 @@ class Tmux:
 
         presence, why = self._probe(name)
         if presence is Presence.UNKNOWN:
-            reason = f"pre-flight probe of {name} got no answer ({why}); nothing killed"
+            reason = f"pre-flight probe of {name} got no usable answer ({why}); nothing killed"
             return SpawnResult(SpawnOutcome.FAILED, reason)
         if presence is Presence.LIVE:
             return SpawnResult(SpawnOutcome.OCCUPIED_LIVE, f"session {name} is live")
@@ -326,7 +327,7 @@ class Tmux:
                 return SpawnResult(SpawnOutcome.FAILED, f"{answer.error}; re-probe: {why}")
             return SpawnResult(
                 SpawnOutcome.OCCUPIED_UNCLEARABLE,
-                f"duplicate session {name}, and the re-probe got no answer ({why})",
+                f"duplicate session {name}, and the re-probe got no usable answer ({why})",
             )
         if presence is Presence.DEAD:
             refusal = self._clear_for_spawn(name)
