@@ -66,6 +66,9 @@ def wait_ready(socket: str, name: str) -> None:
 
 
 def main() -> int:
+    if shutil.which("tmux") is None:
+        print("bench_tmux: skipped, tmux is not installed")
+        return 0
     os.environ.pop("TMUX", None)
     os.environ.pop("TMUX_PANE", None)
     socket = f"loop-bench-{os.getpid()}-{uuid.uuid4().hex[:6]}"
