@@ -31,12 +31,12 @@ def _no_outer_tmux(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _kill_server(socket: str) -> None:
-    subprocess.run(
-        ["tmux", "-L", socket, "kill-server"],
-        capture_output=True,
-        timeout=10,
-        check=False,
-    )
+    """Kill this test's own server, then remove the socket file tmux 3.3a leaves behind."""
+    subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True, timeout=10)
+    path = Path(os.environ.get("TMUX_TMPDIR") or "/tmp") / f"tmux-{os.getuid()}" / socket
+    gone = subprocess.run(["tmux", "-L", socket, "list-sessions"], capture_output=True, timeout=10)
+    if gone.returncode != 0:
+        path.unlink(missing_ok=True)
 
 
 @pytest.fixture
