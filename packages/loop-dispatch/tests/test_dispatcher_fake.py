@@ -362,3 +362,22 @@ def test_a_store_that_cannot_claim_is_a_retryable_failure(
     assert (outcome.kind, outcome.reason) == (OutcomeKind.FAILED, "store_unavailable")
     assert "database is locked" in outcome.detail
     assert fake_tmux.state.log() == []  # nothing done in tmux
+
+
+def test_ac12_unanswered_survival_check_keeps_the_resume_unverified(
+    fake_tmux, make_dispatcher, make_event, store, events
+):
+    """tmux silent during the survival window: the resumed pane already carries the
+    event, so no second conversation is started on a guess."""
+    disp, record = _start(fake_tmux, make_dispatcher, make_event, store)
+    with fake_tmux.state.edit() as state:
+        del state["sessions"][NAME]
+    fake_tmux.on_sleep.append(lambda: fake_tmux.state.set_fault("hang", ["list-panes"]))
+    outcome = disp.dispatch(make_event(REF))
+    fake_tmux.on_sleep.clear()
+    fake_tmux.state.clear_faults()
+    assert (outcome.kind, outcome.reason) == (OutcomeKind.PROCESSED, "respawned")
+    detail = events.read("session.respawned")[0]["detail"]
+    assert (detail["resumed"], detail["verified"]) == (True, False)
+    assert fake_tmux.verbs().count("new-session") == 2
+    assert store.registry.get(record.work_item).conversation_id == record.conversation_id

@@ -332,7 +332,13 @@ class Dispatcher:
         result = self._spawn(record, argv)
         if result.outcome is not SpawnOutcome.SPAWNED:
             return self._respawn_spawn_refused(record, event, result)
-        if not self.tmux.survived(record.tmux_name, self.survival_delay):
+        try:
+            survived: bool | None = self.tmux.survived(record.tmux_name, self.survival_delay)
+        except TmuxUnavailable:
+            # The resume was spawned and carries the event as its prompt; starting a
+            # second conversation on a guess would be worse than an unverified resume.
+            survived = None
+        if survived is False:
             self._resume_failed(event, record, "exited_within_survival_window")
             return None
         self._emit(
@@ -341,6 +347,7 @@ class Dispatcher:
             record.work_item,
             tmux_name=record.tmux_name,
             resumed=True,
+            verified=survived is True,
             conversation_id=record.conversation_id,
             previous=presence.value,
             pid=result.pid,
