@@ -381,3 +381,29 @@ def test_ac12_unanswered_survival_check_keeps_the_resume_unverified(
     assert (detail["resumed"], detail["verified"]) == (True, False)
     assert fake_tmux.verbs().count("new-session") == 2
     assert store.registry.get(record.work_item).conversation_id == record.conversation_id
+
+
+def test_bodies_and_env_values_never_reach_the_event_log(
+    fake_tmux, make_dispatcher, make_event, store, events, tmp_path
+):
+    from loop_dispatch.launch import LaunchSpec
+
+    secret = "TOKEN-VALUE-9f8e7d"
+
+    def launcher(record, argv):
+        return LaunchSpec(list(argv), {"API_TOKEN": secret})
+
+    disp = make_dispatcher(fake_tmux.tmux, launcher=launcher)
+    marker = "BODY-MARKER-1a2b3c"
+    disp.dispatch(make_event(REF, body=marker))  # spawn: the body is the prompt
+    disp.dispatch(make_event(REF, body=marker))  # delivered
+    with fake_tmux.state.edit() as state:
+        del state["sessions"][NAME]
+    disp.dispatch(make_event(REF, body=marker))  # respawned
+    fake_tmux.state.set_fault("hang", ["*"])
+    disp.dispatch(make_event(REF, body=marker))  # failed
+    fake_tmux.state.clear_faults()
+    text = events.path.read_text()
+    assert len(events.read()) >= 4
+    assert marker not in text
+    assert secret not in text
