@@ -37,12 +37,42 @@ def test_every_problem_gets_its_own_line(tmp_path: Path) -> None:
     text = "\n".join(problems)
     assert len(problems) == 6
     assert "tracker: must be one of 'local' or 'github' (got 'jira')" in text
-    assert "polling.intervalSeconds: Input should be greater than 0" in text
+    assert "polling.intervalSeconds: must be greater than 0 (got 0)" in text
     assert "webhook.port:" in text
     assert "github.tokenEnv: must be the NAME of an environment variable" in text
     assert "github.repositories: 'nope' is not OWNER/REPO" in text
     assert "routing.tmuxSocket:" in text
     assert all(p.startswith(str(tmp_path / "c.yaml") + ": ") for p in problems)
+
+
+def test_wrong_types_are_named_with_their_path(tmp_path: Path) -> None:
+    problems = _errors(
+        "routing: [a]\npolling: {maxRetries: 1.5, intervalSeconds: yes}\n"
+        "harness: {extraArgs: [a, 3], cwdByProject: {o/r: 7}}\n"
+        "sessions: {killHarnessOnClose: 'no'}\nauthorizedActors: alice\n",
+        tmp_path,
+    )
+    where = str(tmp_path / "c.yaml")
+    assert problems == [
+        f"{where}: authorizedActors: must be a list (got 'alice')",
+        f"{where}: harness.extraArgs[1]: must be a string (got 3)",
+        f"{where}: harness.cwdByProject.o/r: must be a path (got 7)",
+        f"{where}: routing: must be a mapping of keys",
+        f"{where}: polling.intervalSeconds: must be a number (got True)",
+        f"{where}: polling.maxRetries: must be a whole number (got 1.5)",
+        f"{where}: sessions.killHarnessOnClose: must be true or false (got 'no')",
+    ]
+
+
+def test_valid_values_are_typed(tmp_path: Path) -> None:
+    cfg = parse_text(
+        "polling: {intervalSeconds: 5, maxRetries: 2}\nrouting: {dispatchTimeoutSeconds: 30}\n",
+        tmp_path / "c.yaml",
+    )
+    assert cfg.polling.interval_seconds == 5.0
+    assert isinstance(cfg.polling.interval_seconds, float)
+    assert cfg.polling.max_retries == 2
+    assert cfg.routing.dispatch_timeout_seconds == 30.0
 
 
 def test_yaml_syntax_error_has_line_and_column(tmp_path: Path) -> None:

@@ -1,66 +1,29 @@
-"""The YAML config: validated models, the search order and one-line error messages.
+"""The YAML config: validated dataclasses, the search order and one-line error messages.
 
 Key names are camelCase in YAML (the issue fixes them); fields are snake_case in code.
 Unknown keys are errors, so a typo never silently falls back to a default.
+
+Validation is a small walk over the dataclasses' type hints rather than pydantic: every
+command loads the config, and importing pydantic and building its schemas cost about
+150 ms of each `the-loop status` (measured with `python -X importtime`). The rules are
+the same: types, ranges, fixed choices, unknown keys, and cross-key checks per section.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
+import types
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
-
-import yaml
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    ValidationError,
-    field_validator,
-    model_validator,
-)
-from pydantic.alias_generators import to_camel
+from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from . import paths
 from .errors import ConfigError
 
 _TMUX_SOCKET_CHARS = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
 DEMO_AGENT_MODULE = "loop_cli.demo_agent"
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(
-        extra="forbid", alias_generator=to_camel, frozen=True, validate_default=True
-    )
-
-
-def _expand(value: Any) -> Any:
-    if isinstance(value, str):
-        return Path(os.path.expanduser(value))
-    return value
-
-
-class GitHubConfig(_Model):
-    repositories: list[str] = Field(default_factory=list)
-    token_env: str = "GITHUB_TOKEN"  # noqa: S105 (a variable NAME)
-    api_url: str = "https://api.github.com"
-    trigger_label: str = "the-loop"
-
-    @field_validator("repositories")
-    @classmethod
-    def _owner_repo(cls, value: list[str]) -> list[str]:
-        for repo in value:
-            owner, sep, name = repo.partition("/")
-            if not sep or not owner or not name or "/" in name:
-                raise ValueError(f"{repo!r} is not OWNER/REPO")
-        return value
-
-    @field_validator("token_env")
-    @classmethod
-    def _env_name(cls, value: str) -> str:
-        return _check_env_name(value)
 
 
 def _check_env_name(value: str) -> str:
@@ -71,34 +34,48 @@ def _check_env_name(value: str) -> str:
     return value
 
 
-class HarnessConfig(_Model):
+def _owner_repo(value: list[str]) -> list[str]:
+    for repo in value:
+        owner, sep, name = repo.partition("/")
+        if not sep or not owner or not name or "/" in name:
+            raise ValueError(f"{repo!r} is not OWNER/REPO")
+    return value
+
+
+def _program_first(value: list[str] | None) -> list[str] | None:
+    if value is not None and (not value or not value[0]):
+        raise ValueError("must start with the program to run")
+    return value
+
+
+def _socket_name(value: str | None) -> str | None:
+    if value is not None and (not value or not set(value) <= _TMUX_SOCKET_CHARS):
+        raise ValueError("must be a tmux -L socket name: letters, digits, '.', '_', '-'")
+    return value
+
+
+@dataclass(frozen=True)
+class GitHubConfig:
+    repositories: list[str] = field(default_factory=list, metadata={"check": _owner_repo})
+    token_env: str = field(
+        default="GITHUB_TOKEN", metadata={"check": _check_env_name}
+    )  # a variable NAME
+    api_url: str = "https://api.github.com"
+    trigger_label: str = "the-loop"
+
+
+@dataclass(frozen=True)
+class HarnessConfig:
     adapter: Literal["claude-code", "codex", "generic"] = "generic"
     binary: str | None = None
-    extra_args: list[str] = Field(default_factory=list)
-    argv: list[str] | None = None
-    resume_argv: list[str] | None = None
+    extra_args: list[str] = field(default_factory=list)
+    argv: list[str] | None = field(default=None, metadata={"check": _program_first})
+    resume_argv: list[str] | None = field(default=None, metadata={"check": _program_first})
     cwd: Path | None = None
     # Per-project working directory: "OWNER/REPO" (github) or "PROJECT" (local) -> path.
-    cwd_by_project: dict[str, Path] = Field(default_factory=dict)
+    cwd_by_project: dict[str, Path] = field(default_factory=dict)
 
-    _paths = field_validator("cwd", mode="before")(_expand)
-
-    @field_validator("cwd_by_project", mode="before")
-    @classmethod
-    def _expand_map(cls, value: Any) -> Any:
-        if isinstance(value, dict):
-            return {k: _expand(v) for k, v in value.items()}
-        return value
-
-    @field_validator("argv", "resume_argv")
-    @classmethod
-    def _non_empty(cls, value: list[str] | None) -> list[str] | None:
-        if value is not None and (not value or not value[0]):
-            raise ValueError("must start with the program to run")
-        return value
-
-    @model_validator(mode="after")
-    def _fits_adapter(self) -> HarnessConfig:
+    def check(self) -> None:
         if self.adapter == "generic":
             if self.binary is not None:
                 raise ValueError("binary is for claude-code and codex; generic uses argv")
@@ -106,7 +83,6 @@ class HarnessConfig(_Model):
                 raise ValueError("resumeArgv needs argv")
         elif self.argv is not None or self.resume_argv is not None:
             raise ValueError(f"argv and resumeArgv are for the generic adapter, not {self.adapter}")
-        return self
 
     def resolved_binary(self) -> str:
         """The program an adapter runs: `binary`, else the adapter's usual name."""
@@ -128,77 +104,72 @@ class HarnessConfig(_Model):
         return list(self.argv), (list(self.resume_argv) if self.resume_argv else None)
 
 
-class RoutingConfig(_Model):
+@dataclass(frozen=True)
+class RoutingConfig:
     runner: Literal["tmux"] = "tmux"
-    tmux_socket: str | None = None
-    dispatch_timeout_seconds: float = Field(default=1800, gt=0)
-
-    @field_validator("tmux_socket")
-    @classmethod
-    def _socket(cls, value: str | None) -> str | None:
-        if value is not None and (not value or not set(value) <= _TMUX_SOCKET_CHARS):
-            raise ValueError("must be a tmux -L socket name: letters, digits, '.', '_', '-'")
-        return value
+    tmux_socket: str | None = field(default=None, metadata={"check": _socket_name})
+    # The longest one dispatch waits for its work item's lock (another dispatch, a
+    # restart or a stop holding it) before the event fails and is retried.
+    dispatch_timeout_seconds: float = field(default=1800.0, metadata={"gt": 0})
 
 
-class PollingConfig(_Model):
-    interval_seconds: float = Field(default=60, gt=0)
-    max_retries: int = Field(default=3, ge=1)
+@dataclass(frozen=True)
+class PollingConfig:
+    interval_seconds: float = field(default=60.0, metadata={"gt": 0})
+    max_retries: int = field(default=3, metadata={"ge": 1})
 
 
-class WebhookConfig(_Model):
+@dataclass(frozen=True)
+class WebhookConfig:
     host: str = "127.0.0.1"
-    port: int = Field(default=8787, ge=1, le=65535)
-    secret_env: str = "THE_LOOP_WEBHOOK_SECRET"  # noqa: S105 (a variable NAME)
-    max_body_bytes: int = Field(default=25 * 1024 * 1024, ge=1024)
+    port: int = field(default=8787, metadata={"ge": 1, "le": 65535})
+    secret_env: str = field(
+        default="THE_LOOP_WEBHOOK_SECRET", metadata={"check": _check_env_name}
+    )  # a NAME
+    max_body_bytes: int = field(default=25 * 1024 * 1024, metadata={"ge": 1024})
 
-    _env = field_validator("secret_env")(lambda cls, v: _check_env_name(v))
 
-
-class EnvConfig(_Model):
+@dataclass(frozen=True)
+class EnvConfig:
     file: Path | None = None
 
-    _paths = field_validator("file", mode="before")(_expand)
 
-
-class EventLogConfig(_Model):
+@dataclass(frozen=True)
+class EventLogConfig:
     path: Path | None = None
-    max_bytes: int = Field(default=10 * 1024 * 1024, ge=4096)
-    backups: int = Field(default=5, ge=0)
-
-    _paths = field_validator("path", mode="before")(_expand)
+    max_bytes: int = field(default=10 * 1024 * 1024, metadata={"ge": 4096})
+    backups: int = field(default=5, metadata={"ge": 0})
 
 
-class SessionsConfig(_Model):
+@dataclass(frozen=True)
+class SessionsConfig:
     kill_harness_on_close: bool = True
 
 
-class ServicesConfig(_Model):
+@dataclass(frozen=True)
+class ServicesConfig:
     poller: bool = True
     webhook: bool = False
 
 
-class Config(_Model):
+@dataclass(frozen=True)
+class Config:
     state_dir: Path | None = None
     tracker: Literal["local", "github"] = "local"
-    github: GitHubConfig = Field(default_factory=GitHubConfig)
-    authorized_actors: list[str] = Field(default_factory=list)
-    harness: HarnessConfig = Field(default_factory=HarnessConfig)
-    routing: RoutingConfig = Field(default_factory=RoutingConfig)
-    polling: PollingConfig = Field(default_factory=PollingConfig)
-    webhook: WebhookConfig = Field(default_factory=WebhookConfig)
-    env: EnvConfig = Field(default_factory=EnvConfig)
-    event_log: EventLogConfig = Field(default_factory=EventLogConfig)
-    sessions: SessionsConfig = Field(default_factory=SessionsConfig)
-    services: ServicesConfig = Field(default_factory=ServicesConfig)
+    github: GitHubConfig = field(default_factory=GitHubConfig)
+    authorized_actors: list[str] = field(default_factory=list)
+    harness: HarnessConfig = field(default_factory=HarnessConfig)
+    routing: RoutingConfig = field(default_factory=RoutingConfig)
+    polling: PollingConfig = field(default_factory=PollingConfig)
+    webhook: WebhookConfig = field(default_factory=WebhookConfig)
+    env: EnvConfig = field(default_factory=EnvConfig)
+    event_log: EventLogConfig = field(default_factory=EventLogConfig)
+    sessions: SessionsConfig = field(default_factory=SessionsConfig)
+    services: ServicesConfig = field(default_factory=ServicesConfig)
 
-    _paths = field_validator("state_dir", mode="before")(_expand)
-
-    @model_validator(mode="after")
-    def _tracker_needs(self) -> Config:
+    def check(self) -> None:
         if self.tracker == "github" and not self.github.repositories:
             raise ValueError("tracker github needs at least one github.repositories entry")
-        return self
 
     def effective_state_dir(self) -> Path:
         return self.state_dir if self.state_dir is not None else paths.user_state_dir()
@@ -214,6 +185,163 @@ class Config(_Model):
         if project in self.harness.cwd_by_project:
             return self.harness.cwd_by_project[project]
         return self.harness.cwd if self.harness.cwd is not None else Path.home()
+
+
+# -- validation: a walk over the dataclasses' type hints ---------------------------------
+
+
+def camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+class _Problems(list):
+    """(key path, message) pairs collected during one validation."""
+
+    def add(self, loc: str, message: str) -> None:
+        self.append((loc, message))
+
+
+_INVALID = object()
+
+
+def _got(value: Any) -> str:
+    return "" if isinstance(value, (dict, list)) else f" (got {value!r})"
+
+
+def _choices(options: tuple[Any, ...]) -> str:
+    quoted = [repr(o) for o in options]
+    return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1]
+
+
+def _join(loc: str, key: str | int) -> str:
+    if isinstance(key, int):
+        return f"{loc}[{key}]"
+    return f"{loc}.{key}" if loc else key
+
+
+def _convert(tp: Any, value: Any, loc: str, problems: _Problems) -> Any:
+    """`value` as type `tp`, or _INVALID after recording why not."""
+    origin, args = get_origin(tp), get_args(tp)
+    if origin in (Union, types.UnionType):  # only `X | None` is used
+        if value is None:
+            return None
+        (inner,) = [a for a in args if a is not type(None)]
+        return _convert(inner, value, loc, problems)
+    if origin is Literal:
+        if value in args:
+            return value
+        problems.add(loc, f"must be one of {_choices(args)}{_got(value)}")
+        return _INVALID
+    if origin is list:
+        if not isinstance(value, list):
+            problems.add(loc, f"must be a list{_got(value)}")
+            return _INVALID
+        items = [_convert(args[0], v, _join(loc, i), problems) for i, v in enumerate(value)]
+        return _INVALID if _INVALID in items else items
+    if origin is dict:
+        if not isinstance(value, dict):
+            problems.add(loc, f"must be a mapping{_got(value)}")
+            return _INVALID
+        out = {str(k): _convert(args[1], v, _join(loc, str(k)), problems) for k, v in value.items()}
+        return _INVALID if _INVALID in out.values() else out
+    if is_dataclass(tp):
+        return _build(tp, value, loc, problems)
+    return _scalar(tp, value, loc, problems)
+
+
+_SCALARS: dict[Any, tuple[Callable[[Any], bool], str]] = {
+    bool: (lambda v: isinstance(v, bool), "true or false"),
+    int: (lambda v: isinstance(v, int) and not isinstance(v, bool), "a whole number"),
+    float: (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool), "a number"),
+    str: (lambda v: isinstance(v, str), "a string"),
+    Path: (lambda v: isinstance(v, str) and v != "", "a path"),
+}
+
+
+def _scalar(tp: Any, value: Any, loc: str, problems: _Problems) -> Any:
+    accepts, what = _SCALARS[tp]
+    if not accepts(value):
+        problems.add(loc, f"must be {what}{_got(value)}")
+        return _INVALID
+    if tp is Path:
+        return Path(os.path.expanduser(value))
+    return float(value) if tp is float else value
+
+
+def _bounds(value: Any, rules: dict[str, Any]) -> str | None:
+    if "gt" in rules and not value > rules["gt"]:
+        return f"must be greater than {rules['gt']}"
+    if "ge" in rules and not value >= rules["ge"]:
+        return f"must be at least {rules['ge']}"
+    if "le" in rules and not value <= rules["le"]:
+        return f"must be at most {rules['le']}"
+    return None
+
+
+def _build(cls: Any, data: Any, loc: str, problems: _Problems) -> Any:
+    """One section: known camelCase keys converted and checked, unknown keys refused,
+    then the section's own cross-key `check` when every key was valid."""
+    if not isinstance(data, dict):
+        problems.add(loc or "(top level)", f"must be a mapping of keys{_got(data)}")
+        return _INVALID
+    hints = get_type_hints(cls)
+    known = {camel(f.name): f for f in fields(cls)}
+    before = len(problems)
+    values: dict[str, Any] = {}
+    for key, spec in known.items():
+        if key not in data:
+            continue
+        where = _join(loc, key)
+        value = _convert(hints[spec.name], data[key], where, problems)
+        if value is _INVALID:
+            continue
+        why = _bounds(value, dict(spec.metadata)) if value is not None else None
+        if why is None and "check" in spec.metadata:
+            try:
+                spec.metadata["check"](value)
+            except ValueError as err:
+                why = str(err)
+        if why is not None:
+            problems.add(where, why + ("" if "check" in spec.metadata else _got(data[key])))
+            continue
+        values[spec.name] = value
+    for key in data:
+        if key not in known:
+            problems.add(_join(loc, str(key)), "unknown key")
+    if len(problems) > before:
+        return _INVALID
+    obj = cls(**values)
+    if hasattr(obj, "check"):
+        try:
+            obj.check()
+        except ValueError as err:
+            problems.add(loc, str(err))
+            return _INVALID
+    return obj
+
+
+def validate(data: Any, where: Path) -> Config:
+    """A Config from parsed YAML, or ConfigError with one line per problem, each naming
+    `where` (the file) and the key path."""
+    problems = _Problems()
+    config = _build(Config, data, "", problems)
+    if config is _INVALID:
+        raise ConfigError(
+            [f"{where}: {loc}: {msg}" if loc else f"{where}: {msg}" for loc, msg in problems]
+        )
+    return config
+
+
+def dump(obj: Any) -> Any:
+    """A config (or section) as YAML/JSON-ready data under its camelCase keys."""
+    if is_dataclass(obj):
+        return {camel(f.name): dump(getattr(obj, f.name)) for f in fields(obj)}
+    if isinstance(obj, dict):
+        return {k: dump(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [dump(v) for v in obj]
+    return str(obj) if isinstance(obj, Path) else obj
 
 
 @dataclass(frozen=True)
@@ -269,6 +397,8 @@ def load_file(path: Path) -> Config:
 
 def parse_text(text: str, path: Path) -> Config:
     """Validate YAML text; `path` is named in every error line."""
+    import yaml  # only when there is a file to read
+
     try:
         data = yaml.safe_load(text)
     except yaml.MarkedYAMLError as exc:
@@ -281,11 +411,7 @@ def parse_text(text: str, path: Path) -> Config:
         data = {}
     if not isinstance(data, dict):
         raise ConfigError([f"{path}: the top level must be a mapping of keys, not a list or value"])
-    try:
-        config = Config.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError([f"{path}: {line}" for line in _problems(exc)]) from None
-    return _anchor(config, path.parent)
+    return _anchor(validate(data, path), path.parent)
 
 
 def _anchor(config: Config, base: Path) -> Config:
@@ -294,56 +420,18 @@ def _anchor(config: Config, base: Path) -> Config:
     def fix(p: Path | None) -> Path | None:
         return p if p is None or p.is_absolute() else (base / p)
 
-    harness = config.harness.model_copy(
-        update={
-            "cwd": fix(config.harness.cwd),
-            "cwd_by_project": {k: fix(v) for k, v in config.harness.cwd_by_project.items()},
-        }
+    harness = replace(
+        config.harness,
+        cwd=fix(config.harness.cwd),
+        cwd_by_project={k: fix(v) for k, v in config.harness.cwd_by_project.items()},
     )
-    return config.model_copy(
-        update={
-            "state_dir": fix(config.state_dir),
-            "harness": harness,
-            "env": config.env.model_copy(update={"file": fix(config.env.file)}),
-            "event_log": config.event_log.model_copy(update={"path": fix(config.event_log.path)}),
-        }
+    return replace(
+        config,
+        state_dir=fix(config.state_dir),
+        harness=harness,
+        env=replace(config.env, file=fix(config.env.file)),
+        event_log=replace(config.event_log, path=fix(config.event_log.path)),
     )
-
-
-def _key_path(loc: tuple[Any, ...]) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += ("." if out else "") + str(part)
-    return out or "(top level)"
-
-
-def _problems(exc: ValidationError) -> list[str]:
-    lines = []
-    for err in exc.errors(include_url=False):
-        loc = tuple(err["loc"])
-        # Drop validator-internal location parts such as "function-after[...]".
-        loc = tuple(p for p in loc if not (isinstance(p, str) and "[" in p and "(" not in p))
-        kind = err["type"]
-        if kind == "extra_forbidden":
-            message = "unknown key"
-        elif kind == "literal_error":
-            expected = err.get("ctx", {}).get("expected", "")
-            message = f"must be one of {expected} (got {err.get('input')!r})"
-        elif kind == "missing":
-            message = "required"
-        else:
-            message = err["msg"].removeprefix("Value error, ")
-            if (
-                kind not in {"value_error"}
-                and "input" in err
-                and not isinstance(err["input"], (dict, list))
-            ):
-                message += f" (got {err['input']!r})"
-        lines.append(f"{_key_path(loc)}: {message}" if loc else message)
-    return lines
 
 
 SECRET_HINTS = ("token", "secret", "password", "passwd", "apikey", "api-key", "api_key", "key=")
@@ -362,7 +450,7 @@ def effective(loaded: LoadedConfig) -> dict[str, Any]:
     redacted. Environment variable NAMES are shown with whether they are set; values never.
     """
     cfg = loaded.config
-    data = cfg.model_dump(mode="json", by_alias=True)
+    data = dump(cfg)
     data["stateDir"] = str(cfg.effective_state_dir())
     data["eventLog"]["path"] = str(cfg.event_log_path())
     harness = data["harness"]
