@@ -59,6 +59,27 @@ def _total_import_ms(argv: list[str]) -> float:
     return statistics.median(samples) / 1000
 
 
+def _script() -> list[str]:
+    """The console script the-loop's panes run (beside this interpreter), else -m."""
+    script = Path(sys.executable).parent / "loop-envstate"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "loop_envstate"]
+
+
+def _burst_ms(argv: list[str], count: int) -> float:
+    """Median wall time for ``count`` copies of argv started at once, until all exit.
+
+    What a `the-loop sessions restart --all` of ``count`` sessions costs in launchers.
+    """
+    samples = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        procs = [subprocess.Popen(argv, stdout=subprocess.DEVNULL) for _ in range(count)]
+        if any(proc.wait() != 0 for proc in procs):
+            raise SystemExit(f"a launcher failed: {argv}")
+        samples.append(time.perf_counter() - t0)
+    return statistics.median(samples) * 1000
+
+
 def main() -> int:
     py = sys.executable
     with tempfile.TemporaryDirectory() as tmp:
@@ -77,11 +98,17 @@ def main() -> int:
                 "loop-envstate exec FILE -- true",
                 [py, "-m", "loop_envstate", "exec", f, "--", "true"],
             ),
+            (
+                "console script: exec FILE --set -- true",
+                [*_script(), "exec", f, "--set", "THE_LOOP_WORK_ITEM=local:x#1", "--", "true"],
+            ),
             ("true (the exec'd program alone)", ["true"]),
         ]
         print(f"bench_startup: median wall time of {RUNS} runs")
         for label, argv in rows:
             print(f"  {label:<40} {_wall_ms(argv):7.1f} ms")
+        burst = [*_script(), "exec", f, "--", "true"]
+        print(f"  {'50 launchers at once, until all exit':<40} {_burst_ms(burst, 50):7.1f} ms")
         help_argv = ["-m", "loop_envstate.cli", "--help"]
         exec_argv = ["-m", "loop_envstate", "exec", f, "--", "true"]
         package = _importtime_ms(["-c", "import loop_envstate"], "loop_envstate")

@@ -11,7 +11,12 @@ from pathlib import Path
 import pytest
 
 CLI = [sys.executable, "-m", "loop_envstate"]
+Children = Callable[..., "subprocess.Popen[bytes]"]
+"""The `children` fixture: start a process that is killed and reaped at teardown."""
 DEADLINE = 15.0  # generous: the box is a loaded 2-core machine
+needs_proc = pytest.mark.skipif(
+    not Path("/proc/self/environ").exists(), reason="needs a mounted /proc"
+)
 
 
 def run_cli(

@@ -8,14 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from envstate_support import run_cli, wait_for_exec, write_env
+from envstate_support import Children, needs_proc, run_cli, wait_for_exec, write_env
 
 from loop_envstate import fingerprint
 from loop_envstate.cli import main
-
-needs_proc = pytest.mark.skipif(
-    not Path("/proc/self/environ").exists(), reason="needs a mounted /proc"
-)
 
 
 @pytest.fixture
@@ -24,14 +20,14 @@ def env_file(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def matching(children, env_file: Path) -> int:
+def matching(children: Children, env_file: Path) -> int:
     child = children(["env", "-i", "TOKEN=tok-1", "URL=http://x", "EXTRA=1", "sleep", "30"])
     wait_for_exec(child.pid, b"sleep")
     return child.pid
 
 
 @pytest.fixture
-def drifting(children) -> int:
+def drifting(children: Children) -> int:
     child = children(["env", "-i", "TOKEN=tok-0", "sleep", "30"])
     wait_for_exec(child.pid, b"sleep")
     return child.pid
@@ -67,14 +63,16 @@ def test_fingerprint_json_shape(env_file: Path, capsys: pytest.CaptureFixture[st
     }
 
 
-def test_fingerprint_of_an_empty_file(tmp_path: Path, capsys) -> None:
+def test_fingerprint_of_an_empty_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     empty = write_env(tmp_path / "empty.env", "")
     assert main(["fingerprint", str(empty)]) == 0
     assert "declares no names" in capsys.readouterr().out
 
 
 @needs_proc
-def test_check_all_match_is_0(env_file: Path, matching: int, capsys) -> None:
+def test_check_all_match_is_0(
+    env_file: Path, matching: int, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["check", str(env_file), str(matching)]) == 0
     captured = capsys.readouterr()
     assert captured.out.splitlines() == [
@@ -87,7 +85,7 @@ def test_check_all_match_is_0(env_file: Path, matching: int, capsys) -> None:
 
 @needs_proc
 def test_check_drift_is_1_and_names_both_fingerprints(
-    env_file: Path, matching: int, drifting: int, capsys
+    env_file: Path, matching: int, drifting: int, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["check", str(env_file), str(matching), str(drifting)]) == 1
     out = capsys.readouterr().out.splitlines()
@@ -101,7 +99,7 @@ def test_check_drift_is_1_and_names_both_fingerprints(
 
 @needs_proc
 def test_check_unverified_alone_is_0_unless_strict(
-    env_file: Path, matching: int, exited: int, capsys
+    env_file: Path, matching: int, exited: int, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["check", str(env_file), str(matching), str(exited)]) == 0
     assert f"{exited}  unverified" in capsys.readouterr().out
@@ -110,7 +108,7 @@ def test_check_unverified_alone_is_0_unless_strict(
 
 @needs_proc
 def test_check_json_shape(
-    env_file: Path, matching: int, drifting: int, exited: int, capsys
+    env_file: Path, matching: int, drifting: int, exited: int, capsys: pytest.CaptureFixture[str]
 ) -> None:
     pids = [str(matching), str(drifting), str(exited)]
     assert main(["check", str(env_file), *pids, "--json"]) == 1
@@ -141,7 +139,9 @@ def test_check_json_shape(
     }
 
 
-def test_check_json_strict_exit_code_field(env_file: Path, exited: int, capsys) -> None:
+def test_check_json_strict_exit_code_field(
+    env_file: Path, exited: int, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["check", str(env_file), str(exited), "--json", "--strict"]) == 1
     data = json.loads(capsys.readouterr().out)
     assert (data["strict"], data["exitCode"], data["summary"]["unverified"]) == (True, 1, 1)

@@ -1,11 +1,26 @@
 from __future__ import annotations
 
+import importlib.machinery
+import io
 import os
+import subprocess
+import sys
+from collections.abc import Callable
 from pathlib import Path
 
+import dotenv.parser
 import pytest
 
-from loop_envstate import MAX_FILE_BYTES, EnvFile, EnvFileError, declared, parse, parse_text
+from loop_envstate import (
+    MAX_FILE_BYTES,
+    EnvFile,
+    EnvFileError,
+    declared,
+    envfile,
+    parse,
+    parse_text,
+)
+from loop_envstate.envfile import dotenv_parse_stream
 
 # (id, text, expected values, expected malformed line numbers)
 PARSE_CASES = [
@@ -102,6 +117,11 @@ def test_names_in_name_order() -> None:
     assert parse_text("b=1\nA=2\na=3\n").names == ["A", "a", "b"]
 
 
+def _fifo(path: Path) -> Path:
+    os.mkfifo(path)
+    return path
+
+
 @pytest.mark.parametrize(
     ("make", "reason"),
     [
@@ -109,11 +129,13 @@ def test_names_in_name_order() -> None:
         (lambda p: (p.mkdir(), p)[1], "is a directory"),
         (lambda p: (p.write_bytes(b"A=1\n\0\0\x01\x02"), p)[1], "binary"),
         (lambda p: (p.write_bytes(b"A=caf\xe9\n"), p)[1], "not UTF-8"),
-        (lambda p: (os.mkfifo(p), p)[1], "not a regular file"),
+        (_fifo, "not a regular file"),
     ],
     ids=["missing", "directory", "nul-bytes", "undecodable", "fifo-without-writer"],
 )
-def test_unusable_files_raise_naming_the_path(tmp_path: Path, make, reason: str) -> None:
+def test_unusable_files_raise_naming_the_path(
+    tmp_path: Path, make: Callable[[Path], Path], reason: str
+) -> None:
     path = make(tmp_path / "the.env")
     with pytest.raises(EnvFileError) as caught:
         parse(path)
@@ -204,3 +226,39 @@ def test_declared_is_a_fresh_read_and_leaves_os_environ_alone(
 def test_declared_missing_file_raises(tmp_path: Path) -> None:
     with pytest.raises(EnvFileError, match="does not exist"):
         declared(tmp_path / "gone.env")
+
+
+def test_dotenv_parser_is_loaded_without_the_dotenv_package() -> None:
+    """The parser is python-dotenv's own file, run without dotenv/__init__ (start-up cost)."""
+    code = (
+        "import sys; from loop_envstate.envfile import dotenv_parse_stream, read_values;"
+        "f = dotenv_parse_stream(); print(f.__code__.co_filename);"
+        "print(sorted(m for m in sys.modules if m.startswith('dotenv')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    ).stdout.splitlines()
+    assert out[0] == dotenv.parser.__file__
+    assert out[1] == "[]"
+
+
+@pytest.mark.parametrize("text", [case[1] for case in PARSE_CASES])
+def test_the_directly_loaded_parser_binds_as_dotenv_does(text: str) -> None:
+    ours = list(dotenv_parse_stream()(io.StringIO(text)))
+    theirs = list(dotenv.parser.parse_stream(io.StringIO(text)))
+    assert ours == theirs
+
+
+def test_loader_falls_back_to_the_plain_import(monkeypatch: pytest.MonkeyPatch) -> None:
+    real_find_spec = importlib.machinery.PathFinder.find_spec
+
+    def no_standalone_load(name: str, path: object = None, target: object = None) -> object:
+        if name == "dotenv":  # only the loader's own look-up, not the plain import's
+            raise ImportError("an unexpected layout")
+        return real_find_spec(name, path, target)  # type: ignore[arg-type]
+
+    monkeypatch.delitem(sys.modules, "dotenv.parser", raising=False)
+    monkeypatch.setattr(importlib.machinery.PathFinder, "find_spec", no_standalone_load)
+    loaded = envfile._load_parse_stream()
+    assert loaded is sys.modules["dotenv.parser"].parse_stream
+    assert [b.value for b in loaded(io.StringIO("A=1\n"))] == ["1"]

@@ -10,14 +10,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from envstate_support import CLI, cmdline, run_cli, wait_for_exec, write_env
+from envstate_support import CLI, Children, cmdline, needs_proc, run_cli, wait_for_exec, write_env
 
 from loop_envstate import fingerprint, launcher_argv, process_environ
+from loop_envstate.cli import plain_exec
+from loop_envstate.cli_args import read_command_line
 from loop_envstate.launcher import layered, parse_set
-
-needs_proc = pytest.mark.skipif(
-    not Path("/proc/self/cmdline").exists(), reason="needs a mounted /proc"
-)
 
 
 def _fake_python(directory: Path, with_script: bool) -> str:
@@ -104,7 +102,7 @@ def test_parse_set() -> None:
 
 @needs_proc
 def test_exec_keeps_the_pid_layers_values_and_keeps_them_off_argv(
-    tmp_path: Path, children, clean_env: dict[str, str]
+    tmp_path: Path, children: Children, clean_env: dict[str, str]
 ) -> None:
     env_file = write_env(
         tmp_path / ".env",
@@ -129,7 +127,7 @@ def test_exec_keeps_the_pid_layers_values_and_keeps_them_off_argv(
 
 @needs_proc
 def test_exec_leaves_no_signal_ignored_that_python_ignored(
-    tmp_path: Path, children, clean_env: dict[str, str]
+    tmp_path: Path, children: Children, clean_env: dict[str, str]
 ) -> None:
     env_file = write_env(tmp_path / ".env", "A=1\n")
     child = children([*CLI, "exec", str(env_file), "--", "sleep", "30"], env=clean_env)
@@ -143,7 +141,9 @@ def test_exec_leaves_no_signal_ignored_that_python_ignored(
 
 
 @needs_proc
-def test_the_built_launcher_command_runs(tmp_path: Path, children, clean_env) -> None:
+def test_the_built_launcher_command_runs(
+    tmp_path: Path, children: Children, clean_env: dict[str, str]
+) -> None:
     env_file = write_env(tmp_path / ".env", "TOKEN=built-9f8e\n")
     report = tmp_path / "report.txt"
     program = [
@@ -160,7 +160,9 @@ def test_the_built_launcher_command_runs(tmp_path: Path, children, clean_env) ->
     assert report.read_text() == f"{fingerprint('built-9f8e')} local:demo#1"
 
 
-def test_exec_missing_file_does_not_start_the_command(tmp_path: Path, clean_env) -> None:
+def test_exec_missing_file_does_not_start_the_command(
+    tmp_path: Path, clean_env: dict[str, str]
+) -> None:
     marker = tmp_path / "started"
     done = run_cli("exec", str(tmp_path / "gone.env"), "--", "touch", str(marker), env=clean_env)
     assert done.returncode == 2
@@ -170,7 +172,9 @@ def test_exec_missing_file_does_not_start_the_command(tmp_path: Path, clean_env)
     assert "does not exist" in done.stderr
 
 
-def test_exec_malformed_lines_are_reported_and_the_command_runs(tmp_path: Path, clean_env) -> None:
+def test_exec_malformed_lines_are_reported_and_the_command_runs(
+    tmp_path: Path, clean_env: dict[str, str]
+) -> None:
     env_file = write_env(tmp_path / ".env", "GOOD=1\nthis line is broken\nALSO=2\n'X=Y'=3\n")
     marker = tmp_path / "started"
     done = run_cli("exec", str(env_file), "--", "touch", str(marker), env=clean_env)
@@ -180,14 +184,14 @@ def test_exec_malformed_lines_are_reported_and_the_command_runs(tmp_path: Path, 
     assert "broken" not in done.stderr
 
 
-def test_exec_command_not_found_is_127(tmp_path: Path, clean_env) -> None:
+def test_exec_command_not_found_is_127(tmp_path: Path, clean_env: dict[str, str]) -> None:
     env_file = write_env(tmp_path / ".env", "A=1\n")
     done = run_cli("exec", str(env_file), "--", "no-such-program-4711", "arg", env=clean_env)
     assert done.returncode == 127
     assert done.stderr.strip() == "loop-envstate exec: command not found: no-such-program-4711"
 
 
-def test_exec_command_not_runnable_is_126(tmp_path: Path, clean_env) -> None:
+def test_exec_command_not_runnable_is_126(tmp_path: Path, clean_env: dict[str, str]) -> None:
     env_file = write_env(tmp_path / ".env", "A=1\n")
     not_executable = tmp_path / "script.sh"
     not_executable.write_text("#!/bin/sh\n")
@@ -198,7 +202,9 @@ def test_exec_command_not_runnable_is_126(tmp_path: Path, clean_env) -> None:
     assert "Traceback" not in done.stderr
 
 
-def test_exec_finds_the_command_on_the_path_the_file_sets(tmp_path: Path, clean_env) -> None:
+def test_exec_finds_the_command_on_the_path_the_file_sets(
+    tmp_path: Path, clean_env: dict[str, str]
+) -> None:
     tools = tmp_path / "tools"
     tools.mkdir()
     tool = tools / "only-here"
@@ -221,10 +227,79 @@ def test_exec_finds_the_command_on_the_path_the_file_sets(tmp_path: Path, clean_
     ],
     ids=["no-separator", "no-command", "no-file", "set-without-equals", "set-empty-name", "stray"],
 )
-def test_exec_bad_usage_is_2_and_nothing_runs(tmp_path: Path, clean_env, args: list[str]) -> None:
+def test_exec_bad_usage_is_2_and_nothing_runs(
+    tmp_path: Path, clean_env: dict[str, str], args: list[str]
+) -> None:
     env_file = write_env(tmp_path / ".env", "A=1\n")
     done = run_cli(*[a.replace("{file}", str(env_file)) for a in args], env=clean_env)
     assert done.returncode == 2
     assert done.stdout == ""
     assert done.stderr.count("\n") == 1
     assert "Traceback" not in done.stderr
+
+
+# -- the plain exec line is read without argparse; both ways agree -------------------
+
+PLAIN_LINES = [
+    (["exec", "f.env", "--", "cmd"], ("f.env", [], ["cmd"])),
+    (
+        ["exec", "f.env", "--", "cmd", "--set", "X=1", "--"],
+        ("f.env", [], ["cmd", "--set", "X=1", "--"]),
+    ),
+    (["exec", "--set", "A=1", "f.env", "--", "c"], ("f.env", ["A=1"], ["c"])),
+    (
+        ["exec", "f.env", "--set=A=1", "--set", "B=x=y", "--", "c"],
+        ("f.env", ["A=1", "B=x=y"], ["c"]),
+    ),
+    (["exec", "f.env", "--set", "", "--", "c"], ("f.env", [""], ["c"])),
+    (["exec", "f.env", "--"], ("f.env", [], [])),
+]
+
+
+@pytest.mark.parametrize(("args", "expected"), PLAIN_LINES)
+def test_plain_exec_line_reads_as_argparse_reads_it(
+    args: list[str], expected: tuple[str, list[str], list[str]]
+) -> None:
+    assert plain_exec(args) == expected
+    ns, command = read_command_line(args)
+    assert (ns.file, ns.sets, command) == expected
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["exec", "f.env", "--set", "-x", "--", "c"],  # argparse: --set needs a value
+        ["exec", "f.env", "--set", "--", "c"],
+        ["exec", "-h", "--", "c"],
+        ["exec", "f.env", "stray", "--", "c"],
+        ["exec", "--", "c"],
+        ["exec", "--sett=A=1", "f.env", "--", "c"],
+        ["exec", "-", "--", "c"],  # argparse reads "-" as FILE; let it decide
+        ["exec", "f.env", "c"],
+        ["check", "f.env", "--", "1"],
+    ],
+)
+def test_other_lines_are_left_to_argparse(args: list[str]) -> None:
+    assert plain_exec(args) is None
+
+
+@needs_proc
+def test_the_launcher_loads_neither_argparse_nor_dotenv_main(
+    tmp_path: Path, clean_env: dict[str, str]
+) -> None:
+    """The plain launcher line skips what only the audit commands need (start-up cost)."""
+    env_file = write_env(tmp_path / ".env", "A=1\n")
+    argv = [sys.executable, "-X", "importtime", "-m", "loop_envstate", "exec", str(env_file)]
+    done = subprocess.run(
+        [*argv, "--set", "B=2", "--", "true"],
+        env=clean_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    imported = {line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if "|" in line}
+    assert "loop_envstate.envfile" in imported  # the import log is really there
+    unwanted = {"argparse", "loop_envstate.cli_args", "loop_envstate.audit", "pathlib"}
+    unwanted |= {"dotenv", "dotenv.main", "logging", "tempfile"}
+    assert unwanted & imported == set()

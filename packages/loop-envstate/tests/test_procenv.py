@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from envstate_support import wait_for, wait_for_exec
+from envstate_support import Children, needs_proc, wait_for, wait_for_exec
 
 from loop_envstate import process_environ
 from loop_envstate.procenv import (
@@ -16,19 +16,16 @@ from loop_envstate.procenv import (
     read_psutil_environ,
 )
 
-HAS_PROC = Path("/proc/self/environ").exists()
-needs_proc = pytest.mark.skipif(not HAS_PROC, reason="needs a mounted /proc")
-
 
 @needs_proc
-def test_reads_a_child_started_with_a_known_environment(children) -> None:
+def test_reads_a_child_started_with_a_known_environment(children: Children) -> None:
     child = children(["env", "-i", "NAME=value", "OTHER=with space=and equals", "sleep", "30"])
     wait_for_exec(child.pid, b"sleep")
     assert process_environ(child.pid) == {"NAME": "value", "OTHER": "with space=and equals"}
 
 
 @needs_proc
-def test_reads_an_empty_environment_as_empty_not_none(children) -> None:
+def test_reads_an_empty_environment_as_empty_not_none(children: Children) -> None:
     child = children(["env", "-i", "sleep", "30"])
     wait_for_exec(child.pid, b"sleep")
     assert process_environ(child.pid) == {}
@@ -51,7 +48,7 @@ def test_exited_pid_is_none() -> None:
 
 
 @needs_proc
-def test_zombie_is_none_not_empty(children) -> None:
+def test_zombie_is_none_not_empty(children: Children) -> None:
     child = children([sys.executable, "-c", "pass"])
 
     def is_zombie() -> bool:
@@ -98,7 +95,12 @@ def test_reader_saying_none_is_none_and_mapping_is_copied() -> None:
 @pytest.mark.parametrize("pid", [0, -1, -4242, True, "12", 3.0, None])
 def test_invalid_pids_are_none_without_calling_the_reader(pid: object) -> None:
     calls: list[object] = []
-    assert process_environ(pid, reader=lambda p: calls.append(p) or {}) is None  # type: ignore[arg-type]
+
+    def reader(p: int) -> dict[str, str]:
+        calls.append(p)
+        return {}
+
+    assert process_environ(pid, reader=reader) is None  # type: ignore[arg-type]
     assert calls == []
 
 
@@ -108,7 +110,7 @@ def test_no_proc_and_no_fallback_is_none(tmp_path: Path) -> None:
 
 
 @needs_proc
-def test_no_proc_falls_back_to_psutil(tmp_path: Path, children) -> None:
+def test_no_proc_falls_back_to_psutil(tmp_path: Path, children: Children) -> None:
     child = children(["env", "-i", "VIA=psutil", "sleep", "30"])
     wait_for_exec(child.pid, b"sleep")
     reader = chained_reader(proc_root=str(tmp_path / "no-proc"))

@@ -6,14 +6,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-from envstate_support import CLI, run_cli, wait_for_exec
+from envstate_support import CLI, Children, needs_proc, run_cli, wait_for_exec
 
 from loop_envstate import fingerprint
-
-needs_proc = pytest.mark.skipif(
-    not Path("/proc/self/environ").exists(), reason="needs a mounted /proc"
-)
 
 FILE_VALUES = {
     "API_TOKEN": "ghp_FILEVALUE_q8Zr3LmT0xW2",
@@ -44,7 +39,9 @@ def _secrets() -> list[str]:
 
 
 @needs_proc
-def test_no_value_in_any_output_or_file(tmp_path: Path, children, clean_env) -> None:
+def test_no_value_in_any_output_or_file(
+    tmp_path: Path, children: Children, clean_env: dict[str, str]
+) -> None:
     work = tmp_path / "work"
     work.mkdir()
     env_file = tmp_path / "secrets.env"

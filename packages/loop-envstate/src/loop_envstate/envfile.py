@@ -11,11 +11,19 @@ from __future__ import annotations
 import io
 import os
 import stat
+import sys
 
 TYPE_CHECKING = False  # not typing's: importing typing costs ~7 ms at start-up
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
     from pathlib import Path
+
+    from dotenv.parser import Binding
+
+    ParseStream = Callable[[io.StringIO], Iterator[Binding]]
+
+_parse_stream: ParseStream | None = None
 
 MAX_FILE_BYTES = 1024 * 1024
 """Largest env file accepted (1 MiB).
@@ -102,14 +110,31 @@ def parse_text(text: str, path: str | os.PathLike[str] = "<text>") -> EnvFile:
     """
     from pathlib import Path
 
-    from dotenv.parser import parse_stream
+    values, malformed = _bindings(text, path)
+    return EnvFile(Path(path), values, malformed)
 
+
+def parse(path: str | os.PathLike[str]) -> EnvFile:
+    """Read and parse an env file; raises EnvFileError naming the path when unusable."""
+    return parse_text(read_text(path), path)
+
+
+def read_values(path: str | os.PathLike[str]) -> tuple[dict[str, str], tuple[int, ...]]:
+    """parse(path) as (values, malformed line numbers), without building an EnvFile.
+
+    The launcher's way in: it needs nothing else, and skipping pathlib saves a few
+    milliseconds on every pane start.
+    """
+    return _bindings(read_text(path), path)
+
+
+def _bindings(text: str, path: str | os.PathLike[str]) -> tuple[dict[str, str], tuple[int, ...]]:
     if "\0" in text:
         raise EnvFileError(path, "is binary (contains NUL bytes)")
     text = text.removeprefix("\ufeff")
     values: dict[str, str] = {}
     malformed: list[int] = []
-    for binding in parse_stream(io.StringIO(text)):
+    for binding in dotenv_parse_stream()(io.StringIO(text)):
         original = binding.original
         if binding.error:
             malformed.append(_first_line(original.string, original.line))
@@ -119,12 +144,50 @@ def parse_text(text: str, path: str | os.PathLike[str] = "<text>") -> EnvFile:
             malformed.append(_first_line(original.string, original.line))
         else:
             values[binding.key] = binding.value
-    return EnvFile(Path(path), values, tuple(malformed))
+    return values, tuple(malformed)
 
 
-def parse(path: str | os.PathLike[str]) -> EnvFile:
-    """Read and parse an env file; raises EnvFileError naming the path when unusable."""
-    return parse_text(read_text(path), path)
+def dotenv_parse_stream() -> ParseStream:
+    """python-dotenv's ``parser.parse_stream``, loaded without running ``dotenv/__init__``.
+
+    That ``__init__`` imports ``dotenv.main`` (logging, tempfile, shutil, ...): about
+    13 ms of a launcher start measured at ~32 ms, paid by every pane the-loop starts.
+    The parser module itself needs only codecs, re and typing, so it is executed from
+    the very file ``import dotenv.parser`` would load. Anything unexpected (another
+    layout, a relative import in a later release) falls back to that plain import.
+    """
+    global _parse_stream
+    if _parse_stream is None:
+        _parse_stream = _load_parse_stream()
+    return _parse_stream
+
+
+def _load_parse_stream() -> ParseStream:
+    loaded = sys.modules.get("dotenv.parser")
+    if loaded is None:
+        try:
+            from importlib.machinery import PathFinder
+            from types import ModuleType
+
+            package = PathFinder.find_spec("dotenv")
+            where = None if package is None else package.submodule_search_locations
+            spec = None if where is None else PathFinder.find_spec("dotenv.parser", where)
+            if spec is not None and spec.loader is not None:
+                module = ModuleType(spec.name)
+                module.__spec__ = spec
+                module.__file__ = spec.origin
+                module.__loader__ = spec.loader
+                module.__package__ = "dotenv"
+                spec.loader.exec_module(module)
+                loaded = module
+        except Exception:  # any surprise: the ordinary import below
+            loaded = None
+    if loaded is None or not callable(getattr(loaded, "parse_stream", None)):
+        from dotenv.parser import parse_stream
+
+        return parse_stream
+    found: ParseStream = loaded.parse_stream
+    return found
 
 
 def declared(path: str | os.PathLike[str] | None) -> EnvFile | None:
