@@ -270,3 +270,44 @@ def test_close_keeps_harness_when_configured_but_stop_ends_it(
     assert run_cli("sessions", "stop", stopped).exit_code == 0
     rows = {r["ref"]: r for r in json.loads(run_cli("sessions", "list", "--format", "json").output)}
     assert (rows[stopped]["status"], rows[stopped]["presence"]) == ("closed", "dead")
+
+
+def test_read_only_commands_create_no_state(run_cli, write_config, tmux_socket, isolated):
+    """status, sessions list, item list and env doctor read; they never create state."""
+    (isolated / "app.env").write_text("TOKEN=x\n")
+    write_config({"routing": {"tmuxSocket": tmux_socket}, "env": {"file": "app.env"}})
+    state = isolated / "state"
+    result = run_cli("status")
+    assert result.exit_code == 1  # the poller is enabled and not running
+    assert f"state:     {state} (none yet: nothing has run)" in result.output
+    data = json.loads(run_cli("status", "--format", "json").output)
+    assert data["stateExists"] is False
+    assert data["sessions"]["registered"] == 0
+    assert run_cli("sessions", "list").output.strip() == "no sessions registered"
+    assert run_cli("item", "list").output.startswith("no items")
+    assert run_cli("env", "doctor").exit_code == 0
+    assert not state.exists()
+    assert run_cli("item", "open", "first").exit_code == 0
+    assert (state / "state.db").is_file()
+    assert json.loads(run_cli("status", "--format", "json").output)["stateExists"] is True
+
+
+def test_dispatch_waits_at_most_dispatch_timeout_for_the_item_lock(
+    run_cli, write_config, tmux_socket, isolated
+):
+    """routing.dispatchTimeoutSeconds bounds the wait behind another holder of the item's
+    lock: the dispatch then fails (exit 1, one line) instead of hanging."""
+    from loop_dispatch.lock import item_lock
+
+    write_config(
+        {
+            "routing": {"tmuxSocket": tmux_socket, "dispatchTimeoutSeconds": 0.3},
+            "harness": {"cwd": str(isolated)},
+        }
+    )
+    ref = run_cli("item", "open", "busy").output.strip()
+    with item_lock(isolated / "state" / "locks", WorkItemRef.parse(ref), timeout=5):
+        result = run_cli("sessions", "start", ref)
+    assert result.exit_code == 1, result.output
+    assert result.stderr.strip() == f"Error: work item {ref} is locked by another process"
+    assert result.exception is None or isinstance(result.exception, SystemExit)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -92,37 +91,16 @@ def test_unreadable_only_never_produces_a_line():
     assert drift_line(report) is None
 
 
-@dataclass
-class FakeRegistry:
-    records: list = field(default_factory=list)
-
-    def list(self, status=None):
-        return self.records
-
-
-@dataclass
-class FakeStore:
-    registry: FakeRegistry
-
-
-@dataclass
-class FakeRuntime:
-    config: object
-    store: FakeStore
-
-
 def test_status_block_without_env_file_is_absent(tmp_path):
-    rt = FakeRuntime(parse_config("{}", tmp_path / "c.yaml"), FakeStore(FakeRegistry()))
-    assert status_block(rt, Fleet({})) is None
+    assert status_block(parse_config("{}", tmp_path / "c.yaml"), [], Fleet({})) is None
 
 
 def test_status_block_errors_never_make_a_line(tmp_path):
     cfg = parse_config("env:\n  file: gone.env\n", tmp_path / "c.yaml")
-    rt = FakeRuntime(cfg, FakeStore(FakeRegistry([record(1)])))
-    block = status_block(rt, Fleet({}))
+    block = status_block(cfg, [record(1)], Fleet({}))
     assert "does not exist" in block["error"]
     assert "line" not in block
-    silent = status_block(rt, Fleet({}, error="tmux did not answer within 3s"))
+    silent = status_block(cfg, [record(1)], Fleet({}, error="tmux did not answer within 3s"))
     assert "tmux did not answer" in silent["error"]
     assert "line" not in silent
 
@@ -134,10 +112,9 @@ def test_status_block_reports_stale_sessions_from_the_fleet_read(tmp_path):
     (tmp_path / "app.env").write_text("LOOP_ROTATION_TEST_TOKEN=not-in-this-process\n")
     cfg = parse_config("env:\n  file: app.env\n", tmp_path / "c.yaml")
     rec = record(1)
-    rt = FakeRuntime(cfg, FakeStore(FakeRegistry([rec])))
     fleet = Fleet({rec.tmux_name: [Pane(rec.tmux_name, "%1", os.getpid(), False, "py")]})
 
-    block = status_block(rt, fleet)
+    block = status_block(cfg, [rec], fleet)
 
     assert block["counts"]["stale"] == 1
     assert block["line"].startswith("sessions: 1 of 1 running with a stale environment")

@@ -42,6 +42,7 @@ class OperationalError(LoopError):
 FOREIGN_ERRORS: dict[str, int] = {
     "RefError": EXIT_USAGE,
     "EnvFileError": EXIT_USAGE,
+    "LockTimeout": EXIT_OPERATIONAL,
 }
 FOREIGN_MODULES = ("loop_dispatch", "loop_tmux", "loop_envstate")
 

@@ -9,8 +9,6 @@ nowhere else, so the env-file launcher (env rotation) has exactly one seam:
 from __future__ import annotations
 
 import contextlib
-import importlib
-import importlib.util
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,10 +24,8 @@ if TYPE_CHECKING:
     from loop_dispatch.store import Store
     from loop_tmux import Tmux
 
-# The env-rotation engineer's module; when present it supplies the env-file launcher.
-LAUNCHER_MODULE = "loop_cli.rotation.launcher"
-GITHUB_SOURCE_MODULE = "loop_cli.github.source"
 EVENT_SOURCE = "loop-cli"
+STATE_FILE = "state.db"  # loop_dispatch.store keeps its SQLite file under this name
 
 
 def build_adapter(harness: HarnessConfig) -> Any:
@@ -45,17 +41,13 @@ def build_adapter(harness: HarnessConfig) -> Any:
 
 
 def build_launcher(config: Config, config_path: Path | None = None) -> Launcher:
-    """THE launcher seam: the env-file launcher when `loop_cli.rotation.launcher` exists
-    and wants to wrap (it returns None when no env.file is configured), else dispatch's
-    default launcher."""
+    """THE launcher seam: the env-file launcher when `env.file` is configured, else
+    dispatch's default launcher (spawns exactly as without env rotation)."""
     from loop_dispatch.launch import default_launcher
 
-    if importlib.util.find_spec(LAUNCHER_MODULE) is not None:
-        module = importlib.import_module(LAUNCHER_MODULE)
-        launcher = module.build_launcher(config, config_path)
-        if launcher is not None:
-            return launcher
-    return default_launcher
+    from .rotation.launcher import build_launcher as env_file_launcher
+
+    return env_file_launcher(config, config_path) or default_launcher
 
 
 def build_source(config: Config, store: Store) -> Source:
@@ -76,8 +68,9 @@ def build_source(config: Config, store: Store) -> Source:
         )
     if not config.github.repositories:
         raise ConfigError(["tracker github: github.repositories lists no repository"])
-    module = importlib.import_module(GITHUB_SOURCE_MODULE)
-    return module.GitHubSource(
+    from .github.source import GitHubSource
+
+    return GitHubSource(
         repositories=list(config.github.repositories),
         token=token,
         api_url=config.github.api_url,
@@ -99,6 +92,12 @@ class Runtime:
         self.lock_dir: Path = self.state_dir / "locks"
         self._opened: list[Any] = []
         self._source: Source | None = None
+
+    @property
+    def has_state(self) -> bool:
+        """Whether the state store exists yet. Read-only commands (`status`, `sessions
+        list`, `env doctor`) check this instead of opening it: opening creates it."""
+        return (self.state_dir / STATE_FILE).is_file()
 
     @cached_property
     def store(self) -> Store:
@@ -145,6 +144,7 @@ class Runtime:
             cwd_for=self.cwd_for,
             lock_dir=self.lock_dir,
             launcher=self.launcher,
+            lock_timeout=self.config.routing.dispatch_timeout_seconds,
             kill_harness_on_close=self.config.sessions.kill_harness_on_close,
         )
 

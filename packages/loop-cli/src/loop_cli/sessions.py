@@ -25,7 +25,7 @@ def list_rows(rt: Runtime) -> list[dict[str, Any]]:
     """One row per registered session, with its presence from one fleet read."""
     fleet = read_fleet(rt.tmux)
     rows = []
-    for rec in rt.store.registry.list():
+    for rec in rt.store.registry.list() if rt.has_state else []:
         rows.append(
             {
                 "ref": str(rec.work_item),

@@ -81,10 +81,6 @@ def render_status_blocks(status: Mapping[str, Any]) -> dict[str, Any]:
     return {"text": fallback, "blocks": blocks}
 
 
-render_status = render_status_blocks
-"""The name `commands/status.py` calls."""
-
-
 def _quiet_logger() -> logging.Logger:
     """slack-sdk logs failed requests at ERROR; ours says it once, in our words."""
     logger = logging.getLogger("loop_cli.slack.webhook")
@@ -132,7 +128,6 @@ def post_payload(
 
 def post_status(
     payload: Mapping[str, Any],
-    config: Any = None,
     *,
     environ: Mapping[str, str] | None = None,
 ) -> None:

@@ -1,15 +1,13 @@
 """`the-loop status` as data: services, the last poll cycle, sessions, paths.
 
 `collect_status` returns a plain dict (JSON-ready, camelCase keys) and never prints;
-`render_text` turns it into lines. Extensions (the env-rotation drift block) hook in
-through `EXTENSIONS` and never change `ok` or fail the status.
+`render_text` turns it into lines. The env-rotation drift block never changes `ok` or
+fails the status. Status only reads: before any daemon or command has created the
+state store it reports "no state yet" instead of creating one.
 """
 
 from __future__ import annotations
 
-import contextlib
-import importlib
-import importlib.util
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -17,28 +15,25 @@ from . import heartbeat
 from .fleet import ABSENT, DEAD, LIVE, UNKNOWN, Fleet, read_fleet
 
 if TYPE_CHECKING:
+    from loop_dispatch import SessionRecord
+
     from .runtime import Runtime
 
 SERVICES = ("poller", "webhook")
-
-# Optional blocks added by other parts of loop-cli: (status key, "module:function").
-# The function is called as fn(runtime, fleet) -> dict | None; a dict may carry "line",
-# a one-line notice printed by render_text. Any exception leaves the block out.
-EXTENSIONS: list[tuple[str, str]] = [
-    ("sessionEnvironment", "loop_cli.rotation.drift:status_block"),
-]
+ENV_BLOCK = "sessionEnvironment"
 
 
 def collect_status(rt: Runtime, now: datetime | None = None) -> dict[str, Any]:
     """Everything status reports. `ok` is True iff every enabled service runs."""
+    from .rotation.drift import status_block
+
     now = now or datetime.now(timezone.utc)
     cfg = rt.config
-    services = []
     enabled = {"poller": cfg.services.poller, "webhook": cfg.services.webhook}
-    for name in SERVICES:
-        hb = heartbeat.read(rt.store, name)
-        services.append(_service_row(name, enabled[name], hb, now))
-    poll_hb = heartbeat.read(rt.store, "poller")
+    beats = {name: heartbeat.read(rt.store, name) for name in SERVICES} if rt.has_state else {}
+    services = [_service_row(name, enabled[name], beats.get(name), now) for name in SERVICES]
+    poll_hb = beats.get("poller")
+    records = rt.store.registry.list() if rt.has_state else []
     fleet = read_fleet(rt.tmux)
     status: dict[str, Any] = {
         "version": rt.version,
@@ -47,18 +42,18 @@ def collect_status(rt: Runtime, now: datetime | None = None) -> dict[str, Any]:
             "origin": rt.loaded.origin,
         },
         "stateDir": str(rt.state_dir),
+        "stateExists": rt.has_state,
         "eventLog": str(cfg.event_log_path()),
         "tracker": cfg.tracker,
         "tmuxSocket": cfg.routing.tmux_socket,
         "services": services,
         "lastPollCycle": (poll_hb.detail.get("lastCycle") if poll_hb else None),
-        "sessions": session_counts(rt, fleet),
+        "sessions": session_counts(records, fleet),
         "ok": all(s["running"] for s in services if s["enabled"]),
     }
-    for key, target in EXTENSIONS:
-        block = _extension(target, rt, fleet)
-        if block is not None:
-            status[key] = block
+    block = status_block(cfg, [r for r in records if r.active], fleet)
+    if block is not None:
+        status[ENV_BLOCK] = block
     return status
 
 
@@ -90,10 +85,10 @@ def _service_row(
     return row
 
 
-def session_counts(rt: Runtime, fleet: Fleet) -> dict[str, Any]:
+def session_counts(records: list[SessionRecord], fleet: Fleet) -> dict[str, Any]:
     """Registered (active) sessions by presence, from the one fleet read."""
     counts = {"registered": 0, LIVE: 0, DEAD: 0, ABSENT: 0, UNKNOWN: 0, "closed": 0}
-    for record in rt.store.registry.list():
+    for record in records:
         if not record.active:
             counts["closed"] += 1
             continue
@@ -103,26 +98,14 @@ def session_counts(rt: Runtime, fleet: Fleet) -> dict[str, Any]:
     return counts
 
 
-def _extension(target: str, rt: Runtime, fleet: Fleet) -> dict[str, Any] | None:
-    module_name, _, attr = target.partition(":")
-    try:
-        if importlib.util.find_spec(module_name) is None:
-            return None
-    except ImportError:
-        return None
-    with contextlib.suppress(Exception):
-        block = getattr(importlib.import_module(module_name), attr)(rt, fleet)
-        return block if isinstance(block, dict) else None
-    return None
-
-
 def render_text(status: dict[str, Any]) -> str:
     """Human-readable status, one fact per line."""
     cfg = status["config"]
     lines = [
         f"the-loop {status['version']}",
         f"config:    {cfg['path'] or 'none (embedded defaults)'}",
-        f"state:     {status['stateDir']}",
+        f"state:     {status['stateDir']}"
+        + ("" if status["stateExists"] else " (none yet: nothing has run)"),
         f"events:    {status['eventLog']}",
         f"tracker:   {status['tracker']}"
         + (f"   tmux socket: {status['tmuxSocket']}" if status["tmuxSocket"] else ""),
@@ -154,8 +137,10 @@ def render_text(status: dict[str, Any]) -> str:
     )
     if s.get("tmuxError"):
         lines.append(f"tmux:      did not answer: {s['tmuxError']}")
-    for key, _ in EXTENSIONS:
-        block = status.get(key)
-        if isinstance(block, dict) and block.get("line"):
-            lines.append(str(block["line"]))
+    block = status.get(ENV_BLOCK)
+    if block is not None:
+        if block.get("line"):
+            lines.append(block["line"])
+        elif block.get("error"):
+            lines.append(f"env file:  drift not checked: {block['error']}")
     return "\n".join(lines)

@@ -82,7 +82,8 @@ def doctor(ctx: click.Context, fmt: str) -> None:
         tmux_global = global_environment(rt.tmux)
     except TmuxUnavailable as err:
         panes, tmux_global = [], GlobalEnvironment(None, str(err))
-    report = env_doctor(declared, rt.store.registry.list("active"), panes, tmux_global)
+    records = rt.store.registry.list("active") if rt.has_state else []
+    report = env_doctor(declared, records, panes, tmux_global)
     if fmt == "json":
         echo_json(report.to_dict())
     else:

@@ -59,7 +59,8 @@ def close(ctx: click.Context, ref: str) -> None:
 @click.pass_context
 def list_(ctx: click.Context, fmt: str, state: str | None) -> None:
     """List items."""
-    items = _tracker(ctx).list(state)  # type: ignore[arg-type]
+    rt = runtime(ctx)
+    items = _tracker(ctx).list(state) if rt.has_state else []  # type: ignore[arg-type]
     if fmt == "json":
         echo_json(
             [

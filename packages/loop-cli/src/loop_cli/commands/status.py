@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-
 import click
 
 from ..errors import UsageError
 from ._common import echo_json, runtime
-
-SLACK_MODULE = "loop_cli.slack"
 
 
 @click.command()
@@ -19,7 +14,7 @@ SLACK_MODULE = "loop_cli.slack"
     "fmt",
     type=click.Choice(["text", "json", "slack"]),
     default="text",
-    help="slack: a Block Kit payload (env-rotation add-on).",
+    help="slack: a Slack Block Kit payload.",
 )
 @click.option("--post", is_flag=True, help="With --format slack: send it to the Slack webhook.")
 @click.pass_context
@@ -34,12 +29,11 @@ def status(ctx: click.Context, fmt: str, post: bool) -> None:
     if fmt == "json":
         echo_json(data)
     elif fmt == "slack":
-        if importlib.util.find_spec(SLACK_MODULE) is None:
-            raise UsageError("--format slack is not available in this installation")
-        slack = importlib.import_module(SLACK_MODULE)
-        payload = slack.render_status_blocks(data)
+        from ..slack import post_status, render_status_blocks
+
+        payload = render_status_blocks(data)
         if post:
-            slack.post_status(payload, rt.config)
+            post_status(payload)
         else:
             echo_json(payload)
     else:

@@ -21,8 +21,8 @@ if TYPE_CHECKING:
     from loop_envstate import EnvFile
     from loop_tmux import Pane
 
+    from ..config import Config
     from ..fleet import Fleet
-    from ..runtime import Runtime
 
 EnvironReader = Callable[[int], "Mapping[str, str] | None"]
 
@@ -179,8 +179,11 @@ def drift_line(report: DriftReport) -> str | None:
     )
 
 
-def status_block(rt: Runtime, fleet: Fleet) -> dict[str, Any] | None:
-    """`status`'s sessionEnvironment block (None when no env.file is configured).
+def status_block(
+    config: Config, records: Iterable[SessionRecord], fleet: Fleet
+) -> dict[str, Any] | None:
+    """`status`'s sessionEnvironment block for the active `records` (None when no
+    env.file is configured).
 
     Uses the fleet status already read (no second tmux call). Every failure becomes an
     `error` in the block and never a drift line: a status that cannot read the file,
@@ -190,7 +193,7 @@ def status_block(rt: Runtime, fleet: Fleet) -> dict[str, Any] | None:
 
     from .launcher import env_file_path
 
-    path = env_file_path(rt.config)
+    path = env_file_path(config)
     if path is None:
         return None
     if fleet.error is not None:
@@ -200,7 +203,6 @@ def status_block(rt: Runtime, fleet: Fleet) -> dict[str, Any] | None:
     except EnvFileError as err:
         return {"file": str(path), "error": str(err)}
     assert env is not None
-    records = rt.store.registry.list("active")
     panes = [pane for group in fleet.panes.values() for pane in group]
     report = environment_drift(records, env, panes)
     block: dict[str, Any] = {"file": str(path), "error": None, **report.to_dict()}
