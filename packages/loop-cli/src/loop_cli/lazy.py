@@ -8,7 +8,6 @@ is imported only when its command is actually invoked (or asked for its own help
 from __future__ import annotations
 
 import importlib
-import importlib.util
 from typing import Any
 
 import click
@@ -23,23 +22,15 @@ class LazyGroup(click.Group):
         super().__init__(*args, **kw)
         self.lazy: dict[str, tuple[str, str]] = dict(lazy or {})
 
-    def _available(self, name: str) -> bool:
-        """A pre-registered command whose module is not installed is hidden, not broken."""
-        module = self.lazy[name][0].partition(":")[0]
-        try:
-            return importlib.util.find_spec(module) is not None
-        except ImportError:
-            return False
-
     def list_commands(self, ctx: click.Context) -> list[str]:
         names = set(super().list_commands(ctx))
-        names.update(n for n in self.lazy if self._available(n))
+        names.update(self.lazy)
         return sorted(names)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name in self.commands:
             return self.commands[cmd_name]
-        if cmd_name not in self.lazy or not self._available(cmd_name):
+        if cmd_name not in self.lazy:
             return None
         module_name, _, attr = self.lazy[cmd_name][0].partition(":")
         command = getattr(importlib.import_module(module_name), attr)
