@@ -117,9 +117,7 @@ def main() -> int:
             target = " (target < 20 ms)" if size == 1024 else ""
             print(f"deliver {label:>6}:                {ms:7.2f} ms{target}")
     finally:
-        subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True, check=False)
-        base = Path(os.environ.get("TMUX_TMPDIR") or "/tmp")
-        (base / f"tmux-{os.getuid()}" / socket).unlink(missing_ok=True)
+        tmux.kill_server()
         shutil.rmtree(work, ignore_errors=True)
     return 0
 

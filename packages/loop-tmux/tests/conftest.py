@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 import uuid
 from collections.abc import Callable, Iterator
@@ -30,22 +29,14 @@ def _no_outer_tmux(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("TMUX_PANE", raising=False)
 
 
-def _kill_server(socket: str) -> None:
-    """Kill this test's own server, then remove the socket file tmux 3.3a leaves behind."""
-    subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True, timeout=10)
-    path = Path(os.environ.get("TMUX_TMPDIR") or "/tmp") / f"tmux-{os.getuid()}" / socket
-    gone = subprocess.run(["tmux", "-L", socket, "list-sessions"], capture_output=True, timeout=10)
-    if gone.returncode != 0:
-        path.unlink(missing_ok=True)
-
-
 @pytest.fixture
 def socket_name() -> Iterator[str]:
+    """A private socket name; its server is killed and its socket file removed afterwards."""
     if not HAVE_TMUX:
         pytest.skip("tmux is not installed")
     name = f"loop-test-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     yield name
-    _kill_server(name)
+    Tmux(socket_name=name, config_file="/dev/null").kill_server()
 
 
 @pytest.fixture

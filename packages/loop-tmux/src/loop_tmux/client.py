@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import os
 import signal
+import stat
 import time
 import uuid
 import warnings
@@ -220,6 +221,46 @@ class Tmux:
         """
         answer = self._run(["kill-session", "-t", names.session_target(name)], timeout)
         return answer.ok or runner.says_absent(answer)
+
+    def kill_server(self, *, timeout: float | None = None) -> bool:
+        """Kill the private server this client is bound to and remove its socket file.
+
+        For whoever owns a server outright (test and bench fixtures, the demo): tmux
+        3.3a leaves the socket file behind after kill-server, and they pile up in
+        /tmp/tmux-<uid>/. Refuses the default server (neither socket_name nor
+        socket_path set): that one is an operator's. Returns True once no server
+        answers on the socket (killed, or none ran) and its socket file is gone; False
+        when tmux did not answer (a stopped server), in which case nothing is removed.
+        Only a socket is ever unlinked, never another kind of file at that path.
+        """
+        socket = self._socket_file()
+        if socket is None:
+            raise ValueError(
+                "refusing to kill the default tmux server: this client has no "
+                "socket_name or socket_path"
+            )
+        limit = self.timeout if timeout is None else timeout
+        if not self._run(["kill-server"], limit).answered:
+            return False
+        # The server exits asynchronously; wait (bounded) until nothing answers.
+        deadline = time.monotonic() + limit
+        check = self._run(["list-sessions"], self.probe_timeout)
+        while not runner.says_absent(check):
+            if not (check.ok or runner.is_transient(check)) or time.monotonic() >= deadline:
+                return False
+            self._sleep(_POLL)
+            check = self._run(["list-sessions"], self.probe_timeout)
+        _remove_socket(socket)
+        return True
+
+    def _socket_file(self) -> str | None:
+        """The socket of a private server (where tmux puts it), None for the default one."""
+        if self.socket_path is not None:
+            return self.socket_path
+        if self.socket_name is None:
+            return None
+        base = os.environ.get("TMUX_TMPDIR") or "/tmp"  # noqa: S108 -- tmux's own default
+        return os.path.join(base, f"tmux-{os.getuid()}", self.socket_name)
 
     def _clear(self, name: str) -> tuple[Presence, str | None]:
         """Kill a DEAD occupant and report what a fresh probe sees afterwards."""
@@ -475,6 +516,15 @@ def _signal(pid: int, signum: signal.Signals) -> None:
         else:
             os.kill(pid, signum)
     except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _remove_socket(path: str) -> None:
+    """Unlink ``path`` if it is a socket; anything else there is not ours to remove."""
+    try:
+        if stat.S_ISSOCK(os.lstat(path).st_mode):
+            os.unlink(path)
+    except FileNotFoundError:
         pass
 
 

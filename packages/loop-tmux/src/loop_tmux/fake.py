@@ -361,6 +361,12 @@ class _Fake:
             for pane in session["panes"]:
                 self.out.append(self.fmt(form, name, pane))
 
+    def cmd_list_sessions(self, args: list[str]) -> None:
+        if not self.state["sessions"]:
+            raise TmuxExit(f"no server running on {_server_path(self.flags)}")
+        for name in self.state["sessions"]:
+            self.out.append(f"{name}: 1 windows")
+
     def cmd_new_session(self, args: list[str]) -> None:
         opts, argv = _options(args, "sscFxyent")
         name = opts.get("s", ["0"])[-1]
