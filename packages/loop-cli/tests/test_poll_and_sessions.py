@@ -290,6 +290,11 @@ def test_read_only_commands_create_no_state(run_cli, write_config, tmux_socket, 
     assert run_cli("item", "open", "first").exit_code == 0
     assert (state / "state.db").is_file()
     assert json.loads(run_cli("status", "--format", "json").output)["stateExists"] is True
+    (isolated / "app.env").unlink()
+    gone = run_cli("status")
+    assert gone.exit_code == 1  # unchanged by the env file's absence
+    assert "env file:  drift not checked: env file" in gone.output
+    assert "does not exist" in gone.output
 
 
 def test_dispatch_waits_at_most_dispatch_timeout_for_the_item_lock(
