@@ -489,12 +489,10 @@ def deps_from_runtime(rt: Runtime, **overrides: Any) -> RestartDeps:
     registry, event log and per-item locks; the env-file launcher)."""
     from loop_dispatch.lock import item_lock
 
-    from .launcher import EnvFileLauncher, build_launcher
+    from .launcher import EnvFileLauncher
 
-    launcher = rt.launcher if isinstance(rt.launcher, EnvFileLauncher) else None
-    if launcher is None:
-        launcher = build_launcher(rt.config)
-    if launcher is None:  # require_env_file refuses before this point
+    launcher = rt.launcher
+    if not isinstance(launcher, EnvFileLauncher):  # require_env_file refuses before this
         raise UsageError("no env file configured (key env.file)")
     adapter = rt.adapter
 
