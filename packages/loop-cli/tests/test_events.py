@@ -149,3 +149,12 @@ def test_unusable_state_store_is_one_line_exit_1(run_cli, write_config, isolated
     assert result.exit_code == 1
     assert result.output.startswith(f"Error: state store {isolated / 'state' / 'state.db'}")
     assert len(result.output.strip().splitlines()) == 1
+
+
+def test_event_log_path_that_is_a_directory_is_a_config_error(
+    run_cli, write_config, isolated
+) -> None:
+    write_config({"eventLog": {"path": str(isolated)}})
+    result = run_cli("events")
+    assert result.exit_code == 2
+    assert result.output == f"Error: event log {isolated} is not a file (key eventLog.path)\n"

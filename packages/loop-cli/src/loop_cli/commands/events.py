@@ -6,6 +6,7 @@ import json
 
 import click
 
+from ..errors import ConfigError
 from ._common import echo_json, loaded_config, parse_ref
 
 
@@ -41,9 +42,10 @@ def events(
     from ..events_query import TABLE_HEADER, parse_since, table_line
 
     cfg = loaded_config(ctx).config
-    log = EventLog(
-        cfg.event_log_path(), max_bytes=cfg.event_log.max_bytes, backups=cfg.event_log.backups
-    )
+    path = cfg.event_log_path()
+    if path.exists() and not path.is_file():
+        raise ConfigError([f"event log {path} is not a file (key eventLog.path)"])
+    log = EventLog(path, max_bytes=cfg.event_log.max_bytes, backups=cfg.event_log.backups)
     filters = {
         "types_glob": type_glob,
         "work_item": str(parse_ref(work_item)) if work_item else None,
