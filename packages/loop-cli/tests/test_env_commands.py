@@ -97,3 +97,11 @@ def test_doctor_marks_old_values():
     text = render_doctor(report)
     assert "bbbbbbbbbbbb (OLD)" in text
     assert "2 x aaaaaaaaaaaa (file), 1 x bbbbbbbbbbbb (OLD)" in text
+
+
+def test_doctor_without_a_tmux_server_says_so_not_unset():
+    row = DoctorRow("TOKEN", "aaaaaaaaaaaa", "unset", "unset", {})
+    report = DoctorReport("/x/app.env", (row,), (), None, False, 0, 0)
+    text = render_doctor(report)
+    assert "TOKEN  aaaaaaaaaaaa  unset         no server    -" in text
+    assert "tmux global environment: no tmux server running" in text

@@ -11,7 +11,10 @@ from .lazy import RootGroup
 COMMANDS: dict[str, tuple[str, str]] = {
     "config": ("loop_cli.commands.config_cmd:config", "Validate and show the effective config."),
     "status": ("loop_cli.commands.status:status", "Services, sessions and the last poll cycle."),
-    "sessions": ("loop_cli.commands.sessions:sessions", "List, start, stop, reset, attach, restart."),
+    "sessions": (
+        "loop_cli.commands.sessions:sessions",
+        "List, start, stop, reset, attach, restart.",
+    ),
     "item": ("loop_cli.commands.item:item", "Work items of the built-in local tracker."),
     "poll": ("loop_cli.commands.poll:poll", "Run the poller (forever, or --once)."),
     "events": ("loop_cli.commands.events:events", "Read and follow the event log."),

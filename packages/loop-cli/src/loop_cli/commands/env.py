@@ -39,7 +39,7 @@ def render_text(report: DoctorReport) -> str:
             r.name,
             r.file,
             _mark(r.process, r.file),
-            _mark(r.tmux_global, r.file),
+            _mark(r.tmux_global, r.file) if report.tmux_server_running else "no server",
             _sessions(r.sessions, r.file),
         ]
         for r in report.rows
