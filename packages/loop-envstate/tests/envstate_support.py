@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -65,3 +66,18 @@ def wait_for_exec(pid: int, program: bytes) -> None:
 def write_env(path: Path, text: str) -> Path:
     path.write_text(text, encoding="utf-8")
     return path
+
+
+def unreadable_file(tmp_path: Path) -> Path:
+    """A file this process may not read: chmod 0 for a user, a ptrace-guarded one for root."""
+    if os.geteuid() != 0:
+        path = tmp_path / "locked.env"
+        path.write_text("A=1\n")
+        path.chmod(0)
+        return path
+    guarded = Path("/proc/1/environ")
+    try:
+        guarded.open("rb").close()
+    except PermissionError:
+        return guarded
+    pytest.skip("running as root with no permission-guarded file to try")

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import dotenv.parser
 import pytest
+from envstate_support import unreadable_file
 
 from loop_envstate import (
     MAX_FILE_BYTES,
@@ -166,23 +167,8 @@ def test_the_cap_is_exact(tmp_path: Path) -> None:
         parse(over)
 
 
-def _unreadable_file(tmp_path: Path) -> Path:
-    """A file this process may not read: chmod 0 for a user, a ptrace-guarded one for root."""
-    if os.geteuid() != 0:
-        path = tmp_path / "locked.env"
-        path.write_text("A=1\n")
-        path.chmod(0)
-        return path
-    guarded = Path("/proc/1/environ")
-    try:
-        guarded.open("rb").close()
-    except PermissionError:
-        return guarded
-    pytest.skip("running as root with no permission-guarded file to try")
-
-
 def test_unreadable_file(tmp_path: Path) -> None:
-    path = _unreadable_file(tmp_path)
+    path = unreadable_file(tmp_path)
     with pytest.raises(EnvFileError, match="permission denied") as caught:
         parse(path)
     assert str(path) in str(caught.value)

@@ -10,7 +10,16 @@ import sys
 from pathlib import Path
 
 import pytest
-from envstate_support import CLI, Children, cmdline, needs_proc, run_cli, wait_for_exec, write_env
+from envstate_support import (
+    CLI,
+    Children,
+    cmdline,
+    needs_proc,
+    run_cli,
+    unreadable_file,
+    wait_for_exec,
+    write_env,
+)
 
 from loop_envstate import fingerprint, launcher_argv, process_environ
 from loop_envstate.cli import plain_exec
@@ -170,6 +179,17 @@ def test_exec_missing_file_does_not_start_the_command(
     assert done.stderr.count("\n") == 1
     assert "gone.env" in done.stderr
     assert "does not exist" in done.stderr
+
+
+def test_exec_unreadable_file_does_not_start_the_command(
+    tmp_path: Path, clean_env: dict[str, str]
+) -> None:
+    locked = unreadable_file(tmp_path)
+    marker = tmp_path / "started"
+    done = run_cli("exec", str(locked), "--", "touch", str(marker), env=clean_env)
+    assert done.returncode == 2
+    assert not marker.exists()
+    assert done.stderr == f"loop-envstate: env file {locked}: permission denied\n"
 
 
 def test_exec_malformed_lines_are_reported_and_the_command_runs(

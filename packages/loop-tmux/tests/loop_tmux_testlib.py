@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
 from loop_tmux import Tmux
 
+T = TypeVar("T")
 
-def wait_for(predicate: Callable[[], object], timeout: float = 10.0, what: str = "") -> object:
+
+def wait_for(predicate: Callable[[], T], timeout: float = 10.0, what: str = "") -> T:
     """Poll ``predicate`` until truthy; fail the test with ``what`` after ``timeout``."""
     deadline = time.monotonic() + timeout
     while True:
@@ -34,6 +38,41 @@ def tmux_out(tmux: Tmux, *args: str) -> str:
         check=False,
     )
     return done.stdout
+
+
+def recording_tmux(directory: Path) -> tuple[Path, Path]:
+    """A tmux wrapper that logs each invocation's arguments as one line, then runs tmux.
+
+    Returns (wrapper, log): pass the wrapper as ``Tmux(binary=...)`` and read the log
+    with :func:`invocations` to count tmux processes or search their argv.
+    """
+    log = directory / "tmux-invocations"
+    wrapper = directory / "tmux-recording"
+    wrapper.write_text(
+        f'#!/bin/sh\nprintf \'%s\\n\' "$*" >> {shlex.quote(str(log))}\nexec tmux "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    return wrapper, log
+
+
+def invocations(log: Path) -> list[str]:
+    """The tmux invocations a recording wrapper has logged, one string each."""
+    return log.read_text().splitlines() if log.exists() else []
+
+
+def environ_of(pid: int) -> dict[str, str]:
+    """The environment a process was started with (/proc/<pid>/environ)."""
+    raw = Path(f"/proc/{pid}/environ").read_bytes()
+    return dict(e.split("=", 1) for e in raw.decode().split("\0") if "=" in e)
+
+
+def running(pid: int) -> bool:
+    """Whether pid runs: a zombie counts as exited (whoever reaps it is not this test)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
 
 
 class Recorder:

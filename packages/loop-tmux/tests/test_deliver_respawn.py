@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from loop_tmux_testlib import Recorder, tmux_out, wait_for
+from loop_tmux_testlib import Recorder, environ_of, invocations, recording_tmux, tmux_out, wait_for
 
 from loop_tmux import Presence, Tmux
 from loop_tmux.paste import encode
@@ -139,11 +139,6 @@ def test_enter_reaches_the_program_while_an_operator_scrolls(
     assert tmux_out(tmux, *in_mode).strip() == "0"
 
 
-def _environ(pid: int) -> dict[str, str]:
-    raw = Path(f"/proc/{pid}/environ").read_bytes()
-    return dict(e.split("=", 1) for e in raw.decode().split("\0") if "=" in e)
-
-
 def test_respawn_in_place_keeps_name_client_and_env(tmux: Tmux, tmp_path: Path) -> None:
     lines = "; ".join(f"echo old-line-{i}" for i in range(60))
     argv = ["sh", "-c", f"{lines}; sleep 300"]
@@ -171,10 +166,10 @@ def test_respawn_in_place_keeps_name_client_and_env(tmux: Tmux, tmp_path: Path) 
         assert result.error is None
         pids = wait_for(lambda: tmux.pane_pids("loop-re"), what="new pid")
         assert pids != [first.pid]
-        (pid,) = pids  # type: ignore[misc]
+        (pid,) = pids
         cmdline = Path(f"/proc/{pid}/cmdline")
         wait_for(lambda: cmdline.read_bytes().startswith(sys.executable.encode()), what="exec")
-        env = _environ(pid)
+        env = environ_of(pid)
         assert (env["LOOP_GEN"], env["LOOP_X"]) == ("two", "x;")
         assert os.readlink(f"/proc/{pid}/cwd") == str(elsewhere)
         # Same session, same pane, the control client still attached to it.
@@ -215,14 +210,12 @@ def test_payload_never_reaches_a_tmux_argv(
     tmux: Tmux, recorder: Callable[[str], Recorder], tmp_path: Path
 ) -> None:
     rec = recorder("loop-argv-check")
-    log = tmp_path / "argv.log"
-    wrapper = tmp_path / "tmux-logging"
-    wrapper.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" >> {log}\nexec tmux "$@"\n')
-    wrapper.chmod(0o755)
+    wrapper, log = recording_tmux(tmp_path)
     client = Tmux(binary=str(wrapper), socket_name=tmux.socket_name, config_file="/dev/null")
     secret = "PAYLOAD-7f3a9c-never-in-argv"
     assert client.deliver("loop-argv-check", secret).ok
     expected = START + secret.encode() + END + ENTER
     assert rec.wait_bytes(len(expected)) == expected
-    assert "paste-buffer" in log.read_text()
-    assert secret not in log.read_text()
+    sent = "\n".join(invocations(log))
+    assert "paste-buffer" in sent
+    assert secret not in sent

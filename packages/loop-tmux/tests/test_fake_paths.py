@@ -146,7 +146,7 @@ def test_exiting_server_answer_is_asked_again(fake: Fake) -> None:
     state.add_session("loop-a")
     state.set_fault("fail", {"list-panes": "server exited unexpectedly"})
     assert tmux.probe("loop-a") is Presence.UNKNOWN
-    assert state.commands() == ["list-panes"] * 3  # bounded: two re-asks, then UNKNOWN
+    assert state.commands() == ["list-panes"] * 2  # one probe: at most two tmux processes
 
 
 def test_ac5_duplicate_without_occupant_retries_once(fake: Fake, tmp_path: Path) -> None:
@@ -276,3 +276,14 @@ def test_new_session_meeting_an_exiting_server_is_retried_once(fake: Fake, tmp_p
     assert again.outcome is SpawnOutcome.FAILED
     assert again.error == gone
     assert state.commands().count("new-session") == 4  # one retry, never a loop
+
+
+def test_hanging_has_session_makes_delivery_transient_not_missing(fake: Fake) -> None:
+    tmux, state = fake
+    state.add_session("loop-a")
+    state.set_fault("hang", ["has-session"])
+    result = tmux.deliver("loop-a", "hello", timeout=0.5)
+    assert (result.ok, result.session_missing) == (False, False)
+    assert "did not answer" in (result.error or "")
+    assert state.typed("loop-a") == []
+    assert tmux.probe("loop-a") is Presence.LIVE  # the probe's own command still answers

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from loop_tmux_testlib import tmux_out, wait_for
+from loop_tmux_testlib import invocations, recording_tmux, running, tmux_out, wait_for
 
 from loop_tmux import Presence, Tmux
 
@@ -28,19 +28,15 @@ def _make_sessions(tmux: Tmux, count: int) -> list[str]:
 
 
 def _counting_client(tmux: Tmux, tmp_path: Path) -> tuple[Tmux, Path]:
-    log = tmp_path / "invocations"
-    wrapper = tmp_path / "tmux-counting"
-    wrapper.write_text(f'#!/bin/sh\necho "$1" >> {log}\nexec tmux "$@"\n')
-    wrapper.chmod(0o755)
-    client = Tmux(binary=str(wrapper), socket_name=tmux.socket_name, config_file="/dev/null")
-    return client, log
+    wrapper, log = recording_tmux(tmp_path)
+    return Tmux(binary=str(wrapper), socket_name=tmux.socket_name, config_file="/dev/null"), log
 
 
 def test_panes_of_200_sessions_cost_one_tmux_process(tmux: Tmux, tmp_path: Path) -> None:
     names = _make_sessions(tmux, 200)
     client, log = _counting_client(tmux, tmp_path)
     panes = client.panes()
-    assert len(log.read_text().splitlines()) == 1
+    assert len(invocations(log)) == 1
     assert sorted(p.session for p in panes) == sorted(names)
     assert all(not p.dead and p.pid > 0 and p.pane_id.startswith("%") for p in panes)
     assert {p.command for p in panes} == {"sleep"}
@@ -55,7 +51,7 @@ def test_survivors_waits_once_and_reads_once(tmux: Tmux, tmp_path: Path) -> None
     slept: list[float] = []
     verdict = client.survivors([*names, "loop-short", "loop-nowhere"], 0.25, sleep=slept.append)
     assert slept == [0.25]
-    assert len(log.read_text().splitlines()) == 1
+    assert len(invocations(log)) == 1
     assert all(verdict[n] for n in names)
     assert verdict["loop-short"] is False
     assert verdict["loop-nowhere"] is False
@@ -84,14 +80,6 @@ def test_pane_pids_lists_live_panes_only(tmux: Tmux, tmp_path: Path) -> None:
     assert len(dead) == 1
 
 
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
 def test_terminate_keeps_the_pane_and_its_scrollback(tmux: Tmux, tmp_path: Path) -> None:
     argv = ["sh", "-c", "echo harness-said-this; exec sleep 300"]
     started = tmux.spawn("loop-term", argv, tmp_path)
@@ -99,7 +87,7 @@ def test_terminate_keeps_the_pane_and_its_scrollback(tmux: Tmux, tmp_path: Path)
         lambda: "harness-said-this" in tmux_out(tmux, "capture-pane", "-p", "-t", "=loop-term:")
     )
     assert tmux.terminate("loop-term", grace=5.0) is True
-    assert not _alive(started.pid or 0)
+    assert not running(started.pid or 0)
     assert tmux.probe("loop-term") is Presence.DEAD
     scroll = tmux_out(tmux, "capture-pane", "-p", "-S", "-", "-t", "=loop-term:")
     assert "harness-said-this" in scroll
@@ -112,8 +100,8 @@ def test_terminate_escalates_to_sigkill_and_reaches_the_group(tmux: Tmux, tmp_pa
     started = tmux.spawn("loop-stubborn", argv, tmp_path)
     child = int(str(wait_for(lambda: child_file.exists() and child_file.read_text())))
     assert tmux.terminate("loop-stubborn", grace=0.5) is True
-    assert not _alive(started.pid or 0)
-    wait_for(lambda: not _alive(child), what="the harness's child gone with its group")
+    assert not running(started.pid or 0)
+    wait_for(lambda: not running(child), what="the harness's child gone with its group")
     assert tmux.probe("loop-stubborn") is Presence.DEAD
 
 

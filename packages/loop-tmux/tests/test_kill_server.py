@@ -9,19 +9,11 @@ import uuid
 from pathlib import Path
 
 import pytest
-from loop_tmux_testlib import tmux_out, wait_for
+from loop_tmux_testlib import invocations, recording_tmux, running, tmux_out, wait_for
 
 from loop_tmux import Presence, Tmux
 
 pytestmark = pytest.mark.tmux
-
-
-def _gone(pid: int) -> bool:
-    """Exited (a zombie counts: whoever reaps it is not this test)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z"
-    except OSError:
-        return True
 
 
 def _socket_file(name: str) -> Path:
@@ -47,7 +39,7 @@ def test_kills_its_own_server_only_and_removes_the_socket(
         assert tmux.kill_server() is True
         assert not _socket_file(socket_name).exists()
         assert tmux.probe("loop-mine") is Presence.ABSENT
-        wait_for(lambda: _gone(pid), what="the pane program gone")
+        wait_for(lambda: not running(pid), what="the pane program gone")
         assert bystander.probe("loop-other") is Presence.LIVE
     finally:
         bystander.kill_server()
@@ -84,13 +76,10 @@ def test_a_file_that_is_not_a_socket_is_left_alone(tmp_path: Path) -> None:
 
 
 def test_the_default_server_is_refused_without_running_tmux(tmp_path: Path) -> None:
-    log = tmp_path / "invocations"
-    wrapper = tmp_path / "tmux-recording"
-    wrapper.write_text(f'#!/bin/sh\necho "$*" >> {log}\nexec tmux "$@"\n')
-    wrapper.chmod(0o755)
+    wrapper, log = recording_tmux(tmp_path)
     with pytest.raises(ValueError, match="refusing to kill the default tmux server"):
         Tmux(binary=str(wrapper)).kill_server()
-    assert not log.exists()
+    assert invocations(log) == []
 
 
 def test_a_stopped_server_is_not_reported_killed(tmux: Tmux, tmp_path: Path) -> None:
@@ -105,7 +94,7 @@ def test_a_stopped_server_is_not_reported_killed(tmux: Tmux, tmp_path: Path) -> 
         os.kill(server, signal.SIGCONT)
     # The kill-server it was sent may still run on resume; either way this ends it.
     assert tmux.kill_server() is True
-    wait_for(lambda: _gone(server), what="the server process gone")
+    wait_for(lambda: not running(server), what="the server process gone")
     assert not _socket_file(tmux.socket_name or "").exists()
 
 

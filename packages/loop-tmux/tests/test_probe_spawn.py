@@ -8,16 +8,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from loop_tmux_testlib import tmux_out, wait_for
+from loop_tmux_testlib import environ_of, invocations, recording_tmux, tmux_out, wait_for
 
 from loop_tmux import Presence, SpawnOutcome, Tmux, TmuxUnavailable
 
 pytestmark = pytest.mark.tmux
-
-
-def _environ(pid: int) -> dict[str, str]:
-    raw = Path(f"/proc/{pid}/environ").read_bytes()
-    return dict(e.split("=", 1) for e in raw.decode().split("\0") if "=" in e)
 
 
 def _cmdline(pid: int) -> list[str]:
@@ -84,7 +79,11 @@ def test_program_exiting_at_once_leaves_a_dead_session(tmux: Tmux, tmp_path: Pat
     for i in range(5):
         name = f"loop-quick-{i}"
         assert tmux.spawn(name, ["printf", "said %s", "goodbye"], tmp_path).ok
-        wait_for(lambda n=name: tmux.probe(n) is Presence.DEAD, what=f"{name} dead")
+
+        def dead(n: str = name) -> bool:
+            return tmux.probe(n) is Presence.DEAD
+
+        wait_for(dead, what=f"{name} dead")
     scroll = tmux_out(tmux, "capture-pane", "-p", "-S", "-", "-t", "=loop-quick-0:")
     assert "said goodbye" in scroll
     assert tmux.pane_pids("loop-quick-0") == []
@@ -127,7 +126,7 @@ def test_argv_cwd_and_env_arrive_verbatim(tmux: Tmux, tmp_path: Path) -> None:
     # The pane pid is forked by the server and execs a moment later.
     wait_for(lambda: _cmdline(pid) == argv, what="the pane's argv")
     assert os.readlink(f"/proc/{pid}/cwd") == str(odd_dir)
-    seen = _environ(pid)
+    seen = environ_of(pid)
     assert seen["LOOP_TEST_ONE"] == "v;1 $(x)"
     assert seen["LOOP_TEST_TWO"] == "two"
     assert "TMUX_PANE" in seen  # a tmux pane, not our process's environment copied blindly
@@ -173,17 +172,14 @@ def test_kill_is_exact(tmux: Tmux, tmp_path: Path) -> None:
 
 
 def test_version_is_read_once(tmux: Tmux, tmp_path: Path) -> None:
-    counter = tmp_path / "count"
-    wrapper = tmp_path / "tmux-wrapper"
-    wrapper.write_text(f'#!/bin/sh\necho "$*" >> {counter}\nexec tmux "$@"\n')
-    wrapper.chmod(0o755)
+    wrapper, log = recording_tmux(tmp_path)
     client = Tmux(binary=str(wrapper), socket_name=tmux.socket_name, config_file="/dev/null")
     expected = subprocess.run(["tmux", "-V"], capture_output=True, text=True, check=True).stdout
     assert client.version() == tuple(int(x) for x in expected.split()[1].rstrip("abc").split("."))
     client.version()
     client.spawn("loop-v1", ["sleep", "300"], tmp_path, {"A": "1"})
     client.spawn("loop-v2", ["sleep", "300"], tmp_path, {"A": "1"})
-    assert counter.read_text().splitlines().count("-V") == 1
+    assert invocations(log).count("-V") == 1
 
 
 def test_probe_right_after_the_last_session_is_killed_is_absent(tmux: Tmux, tmp_path: Path) -> None:

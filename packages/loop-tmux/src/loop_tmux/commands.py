@@ -55,8 +55,9 @@ def directory_arg(cwd: str) -> str:
 def env_flags(env: Mapping[str, str] | None) -> list[str]:
     """``-e NAME=VALUE`` pairs, in name order; names are checked, values never shown."""
     flags: list[str] = []
-    for name in sorted(env or {}):
-        value = (env or {})[name]
+    entries = env or {}
+    for name in sorted(entries):
+        value = entries[name]
         if not _ENV_NAME.match(name) or not isinstance(value, str) or "\x00" in value:
             raise ValueError(f"invalid environment entry {name!r} (name or value)")
         flags += ["-e", f"{name}={value}"]

@@ -85,7 +85,7 @@ def run(argv: Sequence[str], timeout: float, stdin: bytes | None = None) -> Answ
     try:
         done = subprocess.run(
             list(argv),
-            input=stdin if stdin is not None else None,
+            input=stdin,
             stdin=None if stdin is not None else subprocess.DEVNULL,
             capture_output=True,
             timeout=timeout,
