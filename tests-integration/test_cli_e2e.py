@@ -219,3 +219,40 @@ def test_expected_failures_are_one_line_errors(loop: Loop) -> None:
     assert broken.returncode == 2
     assert broken.stderr.startswith(f"Error: {loop.config}:")
     assert "Traceback" not in broken.stderr
+
+
+def _one_line_error(done: subprocess.CompletedProcess, code: int, *fragments: str) -> None:
+    assert done.returncode == code, done.stdout + done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert all(line.startswith("Error: ") for line in lines), done.stderr
+    assert "Traceback" not in done.stderr
+    for fragment in fragments:
+        assert fragment in done.stderr, done.stderr
+
+
+def test_every_kind_of_bad_input_is_named_on_one_line(loop: Loop) -> None:
+    """Through the installed entry point: each bad input gets `Error: ...` naming what and
+    where, exit 2 for usage/config and 1 for operational problems, and no traceback."""
+    good = loop.config.read_text()
+    loop.config.write_text(good + "pollng: {intervalSeconds: 1}\n")
+    _one_line_error(loop.run("status", check=False), 2, f"{loop.config}: pollng: unknown key")
+    loop.config.write_text(good.replace("intervalSeconds: 0.3", "intervalSeconds: soon"))
+    _one_line_error(
+        loop.run("status", check=False), 2, "polling.intervalSeconds: must be a number (got 'soon')"
+    )
+    loop.config.write_text(good)
+    _one_line_error(loop.run("events", "--since", "last tuesday", check=False), 2, "--since")
+    _one_line_error(loop.run("sessions", "start", "github:nope#x", check=False), 2, "nope#x")
+    _one_line_error(loop.run("sessions", "restart", "--all", check=False), 2, "env.file")
+    loop.config.write_text(good + f"env: {{file: {loop.root / 'gone.env'}}}\n")
+    _one_line_error(
+        loop.run("sessions", "restart", "--all", check=False), 2, "gone.env", "does not exist"
+    )
+    _one_line_error(loop.run("env", "doctor", check=False), 2, "gone.env")
+    loop.config.write_text(good)
+    state = loop.root / "state"
+    assert not state.exists()  # the read-only commands above created nothing
+    state.mkdir()
+    (state / "state.db").write_bytes(b"not a database at all, hand-edited\n" * 40)
+    _one_line_error(loop.run("status", check=False), 1, "state.db", "not a usable SQLite")
+    _one_line_error(loop.run("item", "open", "x", check=False), 1, "state.db")
