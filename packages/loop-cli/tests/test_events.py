@@ -158,3 +158,12 @@ def test_event_log_path_that_is_a_directory_is_a_config_error(
     result = run_cli("events")
     assert result.exit_code == 2
     assert result.output == f"Error: event log {isolated} is not a file (key eventLog.path)\n"
+
+
+def test_daemons_refuse_an_event_log_that_is_a_directory(run_cli, write_config, isolated) -> None:
+    """The log never raises on write, so without this check every event would vanish."""
+    write_config({"eventLog": {"path": str(isolated)}})
+    assert run_cli("item", "open", "x").exit_code == 0  # the tracker needs no log
+    result = run_cli("poll", "--once")
+    assert result.exit_code == 2
+    assert f"Error: event log {isolated} is not a file (key eventLog.path)" in result.output

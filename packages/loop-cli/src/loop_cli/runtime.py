@@ -80,6 +80,18 @@ def build_source(config: Config, store: Store) -> Source:
     )
 
 
+def open_event_log(config: Config) -> EventLog:
+    """The configured event log. A path that is not a file is refused here: the log
+    itself never raises for an unwritable path, so every event would vanish silently."""
+    from loop_dispatch.eventlog import EventLog
+
+    path = config.event_log_path()
+    if path.exists() and not path.is_file():
+        raise ConfigError([f"event log {path} is not a file (key eventLog.path)"])
+    cfg = config.event_log
+    return EventLog(path, max_bytes=cfg.max_bytes, backups=cfg.backups)
+
+
 class Runtime:
     """The objects of one the-loop process, each built on first use."""
 
@@ -109,10 +121,7 @@ class Runtime:
 
     @cached_property
     def event_log(self) -> EventLog:
-        from loop_dispatch.eventlog import EventLog
-
-        cfg = self.config.event_log
-        return EventLog(self.config.event_log_path(), max_bytes=cfg.max_bytes, backups=cfg.backups)
+        return open_event_log(self.config)
 
     @cached_property
     def tmux(self) -> Tmux:

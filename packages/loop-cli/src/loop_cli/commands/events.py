@@ -6,7 +6,6 @@ import json
 
 import click
 
-from ..errors import ConfigError
 from ._common import echo_json, loaded_config, parse_ref
 
 
@@ -37,15 +36,10 @@ def events(
     follow: bool,
 ) -> None:
     """Read the event log (types are documented in docs/events.md)."""
-    from loop_dispatch.eventlog import EventLog
-
     from ..events_query import TABLE_HEADER, parse_since, table_line
+    from ..runtime import open_event_log
 
-    cfg = loaded_config(ctx).config
-    path = cfg.event_log_path()
-    if path.exists() and not path.is_file():
-        raise ConfigError([f"event log {path} is not a file (key eventLog.path)"])
-    log = EventLog(path, max_bytes=cfg.event_log.max_bytes, backups=cfg.event_log.backups)
+    log = open_event_log(loaded_config(ctx).config)
     filters = {
         "types_glob": type_glob,
         "work_item": str(parse_ref(work_item)) if work_item else None,
