@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -161,12 +162,34 @@ def test_several_writer_processes_never_interleave_or_lose_records(tmp_path: Pat
         assert sorted(mine) == list(range(300))
 
 
+def _take(gen: Iterator[dict], n: int, timeout: float = 10.0) -> list[dict]:
+    """The next `n` records of a follow generator, or fail (never hang) after `timeout`."""
+    got: list[dict] = []
+
+    def pull() -> None:
+        for rec in gen:
+            got.append(rec)
+            if len(got) == n:
+                return
+
+    thread = threading.Thread(target=pull, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    assert len(got) == n, f"follow yielded {len(got)} of {n} records within {timeout}s"
+    return got
+
+
+def _ids(records: list[dict]) -> list[int]:
+    return [r["detail"]["i"] for r in records]
+
+
 def test_follow_yields_new_records_across_rotation(tmp_path: Path) -> None:
     path = tmp_path / "e.jsonl"
-    log = EventLog(path, max_bytes=1500, backups=5)
+    # Several rotations can pass between two looks of the follower; none is skipped.
+    log = EventLog(path, max_bytes=1500, backups=50)
     log.emit("old.x", source="t")
-    got: list[str] = []
     gen = log.follow("new.*", interval=0.02)
+    got: list[int] = []
 
     def consume() -> None:
         for rec in gen:
@@ -176,12 +199,76 @@ def test_follow_yields_new_records_across_rotation(tmp_path: Path) -> None:
 
     thread = threading.Thread(target=consume, daemon=True)
     thread.start()
-    import time
-
-    time.sleep(0.3)
     for i in range(30):
         log.emit("new.x", source="t", detail={"i": i})
         log.emit("noise.x", source="t", detail={"i": -1})
-        time.sleep(0.01)
     thread.join(timeout=15)
+    assert len(log.files()) > 1  # it did rotate while followed
     assert got == list(range(30))
+
+
+def test_follow_starts_where_the_log_is_when_called_not_at_first_next(tmp_path: Path) -> None:
+    log = EventLog(tmp_path / "e.jsonl")
+    log.emit("n.x", source="t", detail={"i": -1})
+    gen = log.follow(interval=0.02)
+    log.emit("n.x", source="t", detail={"i": 0})  # before anyone iterates
+    assert _ids(_take(gen, 1)) == [0]
+
+
+def test_follow_from_a_log_that_does_not_exist_yet_misses_nothing(tmp_path: Path) -> None:
+    log = EventLog(tmp_path / "sub" / "e.jsonl")
+    gen = log.follow(interval=0.02)
+    for i in range(3):
+        log.emit("n.x", source="t", detail={"i": i})
+    assert _ids(_take(gen, 3)) == [0, 1, 2]
+
+
+def test_follow_from_start_yields_each_existing_record_once_then_new_ones(
+    tmp_path: Path,
+) -> None:
+    """The reported bug: from_start yielded the current file's records twice."""
+    log = EventLog(tmp_path / "e.jsonl")
+    for i in range(3):
+        log.emit("n.x", source="t", detail={"i": i})
+    log.emit("other.x", source="t", detail={"i": -1})
+    gen = log.follow("n.*", from_start=True, interval=0.02)
+    assert _ids([next(gen)]) == [0]
+    # Written while the replay is being consumed: it must follow the replay, once.
+    log.emit("n.x", source="t", detail={"i": 3})
+    # A duplicate replay would put 0, 1, 2 again before 3.
+    assert _ids(_take(gen, 3)) == [1, 2, 3]
+    log.emit("n.x", source="t", detail={"i": 4})
+    assert _ids(_take(gen, 1)) == [4]
+
+
+def test_follow_from_start_with_limit_replays_only_the_newest(tmp_path: Path) -> None:
+    log = EventLog(tmp_path / "e.jsonl")
+    for i in range(5):
+        log.emit("n.x", source="t", detail={"i": i})
+    gen = log.follow(from_start=True, limit=2, interval=0.02)
+    log.emit("n.x", source="t", detail={"i": 5})
+    assert _ids(_take(gen, 3)) == [3, 4, 5]
+    with pytest.raises(ValueError, match="from_start"):
+        log.follow(limit=2)
+
+
+def test_follow_from_start_replays_rotated_files_in_order_once(tmp_path: Path) -> None:
+    log = EventLog(tmp_path / "e.jsonl", max_bytes=1000, backups=20)
+    for i in range(40):
+        log.emit("n.x", source="t", detail={"i": i})
+    assert len(log.files()) > 3
+    gen = log.follow(from_start=True, interval=0.02)
+    log.emit("n.x", source="t", detail={"i": 40})
+    assert _ids(_take(gen, 41)) == list(range(41))
+
+
+def test_follow_rotation_between_the_call_and_the_first_next_loses_nothing(
+    tmp_path: Path,
+) -> None:
+    log = EventLog(tmp_path / "e.jsonl", max_bytes=1000, backups=5)
+    log.emit("n.x", source="t", detail={"i": -1})
+    gen = log.follow(interval=0.02)
+    for i in range(10):  # enough to rotate the file the follow started in
+        log.emit("n.x", source="t", detail={"i": i})
+    assert len(log.files()) == 2
+    assert _ids(_take(gen, 10)) == list(range(10))

@@ -14,11 +14,11 @@ import fnmatch
 import json
 import os
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import suppress
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from .model import WorkItemRef
 
@@ -212,7 +212,7 @@ class EventLog:
         delivery_id: str | None,
         level: str | None,
         since: datetime | None,
-    ):
+    ) -> Matcher:
         min_level = LEVELS[level] if level else 0
         item = None if work_item is None else str(work_item)
         globs = [g.strip() for g in types_glob.split(",")] if types_glob else None
@@ -238,14 +238,6 @@ class EventLog:
 
         return match
 
-    @staticmethod
-    def _parse(line: bytes) -> Record | None:
-        try:
-            rec = json.loads(line)
-        except ValueError:
-            return None  # a torn or hand-edited line is skipped, never fatal
-        return rec if isinstance(rec, dict) else None
-
     def read(
         self,
         types_glob: str | None = None,
@@ -264,16 +256,10 @@ class EventLog:
         out: list[Record] = []
         for path in self.files():
             try:
-                with path.open("rb") as fh:
-                    for line in fh:
-                        rec = self._parse(line)
-                        if rec is not None and match(rec):
-                            out.append(rec)
+                out += _matching(path.read_bytes() + b"\n", match)[0]
             except OSError:
                 continue
-        if limit is not None:
-            out = out[-limit:] if limit > 0 else []
-        return out
+        return _newest(out, limit)
 
     def follow(
         self,
@@ -284,50 +270,163 @@ class EventLog:
         since: datetime | None = None,
         *,
         from_start: bool = False,
+        limit: int | None = None,
         interval: float = 0.2,
     ) -> Iterator[Record]:
-        """Yield matching records as they are appended, across rotations (forever).
+        """Matching records as they are appended, across rotations (forever).
 
-        Starts at the end of the current file unless `from_start`. A rotation is noticed
-        by the inode changing; the rest of the rotated file is read before moving on.
+        The position is taken when `follow` is CALLED, not at the first `next()`.
+        Without `from_start`: the records appended after the call. With `from_start`:
+        first the matching records the log held at the call, rotated files included
+        (with `limit`, only the newest `limit` of them), then the new ones: one stream,
+        no gap, no record twice (`read(..., limit=limit)` then tailing, without the race
+        between the two).
         """
+        if limit is not None and not from_start:
+            raise ValueError("follow(limit=...) applies to the replayed records: pass from_start")
         match = self._matcher(types_glob, work_item, delivery_id, level, since)
-        if from_start:
-            yield from (r for r in self.read() if match(r))
-        fh = None
-        inode = None
+        start = _position(self.path)
+        return self._follow(match, start, from_start, limit, interval)
+
+    def _follow(
+        self,
+        match: Matcher,
+        start: tuple[int, int] | None,
+        from_start: bool,
+        limit: int | None,
+        interval: float,
+    ) -> Iterator[Record]:
+        # The current file is opened first: a rotation from here on renames a file we
+        # hold, which is then read through `fh` and skipped among the backups.
+        fh, inode = _open(self.path)
+        start_inode, offset = start if start is not None else (None, 0)
         buf = b""
         try:
+            backlog: list[Record] = []
+            fresh: list[Record] = []
+            if from_start:
+                backlog = self._backups_matching(match, skip={inode, start_inode})
+            if start_inode is not None and start_inode != inode:
+                # Rotated between the call and now: the file we started in is a backup.
+                first, *newer = self._rotated_since(start_inode, skip=inode)
+                if from_start:
+                    backlog += _matching(first[:offset], match)[0]
+                for data in [first[offset:], *newer]:
+                    fresh += _matching(data + b"\n", match)[0]
+            elif start_inode is not None and fh is not None:
+                if from_start:
+                    backlog_part, buf = _matching(fh.read(offset), match)
+                    backlog += backlog_part
+                else:
+                    fh.seek(offset)
+            yield from _newest(backlog, limit)
+            yield from fresh
             while True:
                 if fh is None:
-                    try:
-                        fh = self.path.open("rb")
-                        inode = os.fstat(fh.fileno()).st_ino
-                        if not from_start:
-                            fh.seek(0, os.SEEK_END)
-                        from_start = True  # later (re)opens start at the beginning
-                    except OSError:
+                    fh, inode = _open(self.path)
+                    if fh is None:
                         time.sleep(interval)
                         continue
                 chunk = fh.read()
                 if chunk:
-                    buf += chunk
-                    *lines, buf = buf.split(b"\n")
-                    for line in lines:
-                        rec = self._parse(line)
-                        if rec is not None and match(rec):
-                            yield rec
+                    records, buf = _matching(buf + chunk, match)
+                    yield from records
                     continue
-                try:
-                    rotated = os.stat(self.path).st_ino != inode
-                except OSError:
-                    rotated = True
-                if rotated:
-                    fh.close()
-                    fh = None
-                    buf = b""
+                if _inode(self.path) == inode:
+                    time.sleep(interval)
                     continue
-                time.sleep(interval)
+                # Rotated: drain what landed before the rename, then every file rotated
+                # after ours (several rotations can pass between two looks), then the
+                # new current file from its start.
+                records, _torn = _matching(buf + fh.read(), match)
+                yield from records
+                held = inode
+                fh.close()
+                fh, inode = _open(self.path)
+                buf = b""
+                for data in self._rotated_since(held, skip=inode)[1:]:
+                    yield from _matching(data + b"\n", match)[0]
         finally:
             if fh is not None:
                 fh.close()
+
+    def _backups_matching(self, match: Matcher, skip: set[int | None]) -> list[Record]:
+        out: list[Record] = []
+        for path in self.files():
+            if path == self.path:
+                continue
+            fh, inode = _open(path)
+            if fh is None:
+                continue
+            with fh:
+                if inode not in skip:
+                    out += _matching(fh.read() + b"\n", match)[0]
+        return out
+
+    def _rotated_since(self, inode: int | None, skip: int | None) -> list[bytes]:
+        """Contents of the backup that is file `inode` and of every backup rotated after
+        it, oldest first (`skip`: the current file's inode, read elsewhere). When that
+        file has already been rotated out of retention, every backup is newer than it:
+        b"" stands for it, followed by all backups."""
+        newer: list[bytes] = []
+        seen = {inode, skip}
+        for n in range(1, self.backups + 1):
+            fh, found = _open(self._rotated(n))
+            if fh is None:
+                continue
+            with fh:
+                data = fh.read()
+            if found == inode:
+                return [data, *reversed(newer)]
+            if found not in seen:
+                seen.add(found)
+                newer.append(data)
+        return [b"", *reversed(newer)]
+
+
+Matcher = Callable[[Record], bool]
+
+
+def _parse(line: bytes) -> Record | None:
+    try:
+        rec = json.loads(line)
+    except ValueError:
+        return None  # a torn or hand-edited line is skipped, never fatal
+    return rec if isinstance(rec, dict) else None
+
+
+def _matching(data: bytes, match: Matcher) -> tuple[list[Record], bytes]:
+    """Matching records of the complete lines in `data`, and the incomplete rest."""
+    *lines, rest = data.split(b"\n")
+    records = [rec for line in lines if line.strip() and (rec := _parse(line)) is not None]
+    return [rec for rec in records if match(rec)], rest
+
+
+def _newest(records: list[Record], limit: int | None) -> list[Record]:
+    if limit is None:
+        return records
+    return records[-limit:] if limit > 0 else []
+
+
+def _open(path: Path) -> tuple[BinaryIO | None, int | None]:
+    try:
+        fh = path.open("rb")
+    except OSError:
+        return None, None
+    return fh, os.fstat(fh.fileno()).st_ino
+
+
+def _inode(path: Path) -> int | None:
+    try:
+        return os.stat(path).st_ino
+    except OSError:
+        return None
+
+
+def _position(path: Path) -> tuple[int, int] | None:
+    """(inode, size) of the file now: where a follow that starts now begins."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_ino, st.st_size
