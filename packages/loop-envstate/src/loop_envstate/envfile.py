@@ -276,8 +276,11 @@ def _reason(err: BaseException) -> str:
 
 
 def display_path(path: str | bytes) -> str:
-    """A path fit for a one-line message: control characters escaped."""
+    """A path or program name fit for a one-line message: control characters escaped,
+    the empty name shown as ``''`` so the message still says which one it was."""
     text = os.fsdecode(path)
+    if not text:
+        return "''"
     if text.isprintable():
         return text
     return repr(text)[1:-1]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 
-from loop_envstate.envfile import is_valid_name
+from loop_envstate.envfile import display_path, is_valid_name
 
 TYPE_CHECKING = False  # not typing's: importing typing costs ~7 ms at start-up
 
@@ -97,20 +97,21 @@ def exec_program(argv: Sequence[str], env: Mapping[str, str]) -> NoReturn:
     arguments (a harness's prompt rides there).
     """
     program = argv[0]
+    shown = display_path(program)
     sys.stdout.flush()
     sys.stderr.flush()
     _restore_signals()
     try:
         os.execvpe(program, list(argv), dict(env))  # noqa: S606 -- exec without a shell is the point
     except FileNotFoundError:
-        raise LaunchError(EXIT_NOT_FOUND, f"command not found: {program}") from None
+        raise LaunchError(EXIT_NOT_FOUND, f"command not found: {shown}") from None
     except PermissionError:
-        raise LaunchError(EXIT_CANNOT_RUN, f"cannot run {program}: permission denied") from None
+        raise LaunchError(EXIT_CANNOT_RUN, f"cannot run {shown}: permission denied") from None
     except OSError as err:
         reason = err.strerror or type(err).__name__
-        raise LaunchError(EXIT_CANNOT_RUN, f"cannot run {program}: {reason}") from None
+        raise LaunchError(EXIT_CANNOT_RUN, f"cannot run {shown}: {reason}") from None
     except ValueError:
-        raise LaunchError(EXIT_CANNOT_RUN, f"cannot run {program}: invalid argument") from None
+        raise LaunchError(EXIT_CANNOT_RUN, f"cannot run {shown}: invalid argument") from None
 
 
 def _restore_signals() -> None:
