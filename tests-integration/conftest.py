@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from loop_tmux import Tmux
+
 HARNESS_DIR = Path(__file__).parent / "harness"
 FAKE_HARNESS = HARNESS_DIR / "fake_harness.py"
 
@@ -23,7 +25,8 @@ FAKE_HARNESS = HARNESS_DIR / "fake_harness.py"
 
 @pytest.fixture
 def tmux_socket(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """A unique `tmux -L` socket name; its server (only it) is killed at teardown.
+    """A unique `tmux -L` socket name; its server (only it) is killed at teardown and
+    its socket file (only that exact path) removed: tmux 3.3a leaves it behind.
 
     TMUX/TMUX_PANE are removed from the environment, so nothing started from the test
     talks to the tmux server the tests happen to run under.
@@ -34,9 +37,9 @@ def tmux_socket(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     monkeypatch.delenv("TMUX_PANE", raising=False)
     name = f"loop-test-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     yield name
-    subprocess.run(
-        ["tmux", "-L", name, "kill-server"], capture_output=True, timeout=15, check=False
-    )
+    # A test that stopped the server resumes it in its own `finally`; should one not,
+    # kill_server answers False after its timeout and leaves the socket alone.
+    Tmux(socket_name=name, config_file="/dev/null").kill_server(timeout=15)
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ a store, an event log, and the fake harness program (from tests-integration/harn
 from __future__ import annotations
 
 import shutil
-import subprocess
 import uuid
 from collections.abc import Iterator
 from datetime import datetime, timezone
@@ -35,7 +34,8 @@ def events(tmp_path: Path) -> EventLog:
 
 @pytest.fixture
 def real_tmux(monkeypatch: pytest.MonkeyPatch) -> Iterator[Tmux]:
-    """A tmux server on a private socket, killed (only it) at teardown."""
+    """A tmux server on a private socket; at teardown it (only it) is killed and its
+    socket file, which tmux 3.3a leaves behind, removed."""
     if shutil.which("tmux") is None:
         pytest.skip("tmux is not installed")
     monkeypatch.delenv("TMUX", raising=False)
@@ -46,9 +46,7 @@ def real_tmux(monkeypatch: pytest.MonkeyPatch) -> Iterator[Tmux]:
     # a real fleet); otherwise the next command races the emptied server's exit.
     assert client.spawn("bystander", ["sleep", "600"], "/").ok
     yield client
-    subprocess.run(
-        ["tmux", "-L", name, "kill-server"], capture_output=True, timeout=10, check=False
-    )
+    client.kill_server(timeout=10)  # only this server, and only its own socket file
 
 
 @pytest.fixture
