@@ -287,3 +287,13 @@ def test_hanging_has_session_makes_delivery_transient_not_missing(fake: Fake) ->
     assert "did not answer" in (result.error or "")
     assert state.typed("loop-a") == []
     assert tmux.probe("loop-a") is Presence.LIVE  # the probe's own command still answers
+
+
+def test_survivors_takes_names_by_keyword_as_documented(fake: Fake) -> None:
+    tmux, state = fake
+    state.add_session("loop-a")
+    state.add_session("loop-b", dead=True)
+    slept: list[float] = []
+    verdict = tmux.survivors(names=["loop-a", "loop-b"], delay=0.5, sleep=slept.append)
+    assert verdict == {"loop-a": True, "loop-b": False}
+    assert slept == [0.5]

@@ -12,7 +12,8 @@ import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
-from . import commands, names, paste, runner, versions
+from . import commands, paste, runner, versions
+from . import names as naming
 from .errors import TmuxCapabilityWarning, TmuxUnavailable
 from .presence import Presence
 from .results import DeliverResult, Pane, RespawnResult, SpawnOutcome, SpawnResult
@@ -124,7 +125,7 @@ class Tmux:
         return answer
 
     def _probe(self, name: str, timeout: float | None = None) -> tuple[Presence, str | None]:
-        args = ["list-panes", "-s", "-t", names.pane_target(name), "-F", "#{pane_dead}"]
+        args = ["list-panes", "-s", "-t", naming.pane_target(name), "-F", "#{pane_dead}"]
         answer = self._read(args, self.probe_timeout if timeout is None else timeout)
         if answer.ok:
             flags = answer.stdout.split()
@@ -173,7 +174,7 @@ class Tmux:
         Raises TmuxUnavailable when tmux does not answer: "no pids" would be a lie.
         """
         answer = self._read(
-            ["list-panes", "-s", "-t", names.pane_target(name), "-F", "#{pane_dead} #{pane_pid}"],
+            ["list-panes", "-s", "-t", naming.pane_target(name), "-F", "#{pane_dead} #{pane_pid}"],
             self.probe_timeout if timeout is None else timeout,
         )
         if not answer.ok:
@@ -189,7 +190,7 @@ class Tmux:
 
     def survivors(
         self,
-        names_: Iterable[str],
+        names: Iterable[str],
         delay: float = 1.0,
         *,
         sleep: Callable[[float], None] | None = None,
@@ -200,7 +201,7 @@ class Tmux:
         when tmux does not answer (a "did not survive" verdict from silence would
         trigger a needless relaunch).
         """
-        wanted = [names.check_name(n) for n in names_]
+        wanted = [naming.check_name(n) for n in names]
         (sleep or self._sleep)(delay)
         live = {pane.session for pane in self.panes() if not pane.dead and pane.pid > 0}
         return {name: name in live for name in wanted}
@@ -218,7 +219,7 @@ class Tmux:
 
         tmux's word is not verified here; spawn verifies its clears with a probe.
         """
-        answer = self._run(["kill-session", "-t", names.session_target(name)], timeout)
+        answer = self._run(["kill-session", "-t", naming.session_target(name)], timeout)
         return answer.ok or runner.says_absent(answer)
 
     def kill_server(self, *, timeout: float | None = None) -> bool:
@@ -263,7 +264,7 @@ class Tmux:
 
     def _clear(self, name: str) -> tuple[Presence, str | None]:
         """Kill a DEAD occupant and report what a fresh probe sees afterwards."""
-        answer = self._run(["kill-session", "-t", names.session_target(name)])
+        answer = self._run(["kill-session", "-t", naming.session_target(name)])
         presence, why = self._probe(name)
         if presence is not Presence.ABSENT and not answer.ok and not runner.says_absent(answer):
             why = answer.error
@@ -283,7 +284,7 @@ class Tmux:
         # remain-on-exit is set in the same command queue as new-session: the server
         # handles the child's exit only between queue runs, so even a program that exits
         # at once leaves a DEAD pane rather than no session.
-        keep = ["set-option", "-w", "-t", names.pane_target(name), "remain-on-exit", "on"]
+        keep = ["set-option", "-w", "-t", naming.pane_target(name), "remain-on-exit", "on"]
         if self.history_limit is None:
             return self._run(commands.chain(new, keep))
         # history-limit is read when a pane is created, so it must be set before
@@ -324,7 +325,7 @@ class Tmux:
         new-session: one re-probe and at most one clear-and-retry (AC5). UNKNOWN
         pre-flight: failed, nothing killed.
         """
-        names.check_name(name)
+        naming.check_name(name)
         program = commands.program_args(argv)
         directory = os.fspath(cwd)
         flags = self._env_flags(env, "new-session")
@@ -396,7 +397,7 @@ class Tmux:
         The session keeps its name, window and attached clients; the pane's scrollback
         does NOT survive (tmux clears the pane's screen and history on respawn).
         """
-        names.check_name(name)
+        naming.check_name(name)
         program = commands.program_args(argv)
         directory = os.fspath(cwd)
         flags = self._env_flags(env, "respawn-pane")
@@ -408,7 +409,7 @@ class Tmux:
                     "respawn-pane",
                     "-k",
                     "-t",
-                    names.pane_target(name),
+                    naming.pane_target(name),
                     "-c",
                     commands.directory_arg(directory),
                     *flags,
@@ -435,12 +436,12 @@ class Tmux:
         so nothing a mode or a read-only client does can swallow it. ``session_missing``
         only on a definite ABSENT/DEAD (AC2).
         """
-        target = names.pane_target(name)
+        target = naming.pane_target(name)
         data = paste.encode(text)
         buffer = f"loop-tmux-{os.getpid()}-{next(self._buffers)}-{uuid.uuid4().hex[:8]}"
         enter = buffer + "-enter"
         buffers = [buffer, enter] if data else [enter]
-        parts: list[list[str]] = [["has-session", "-t", names.session_target(name)]]
+        parts: list[list[str]] = [["has-session", "-t", naming.session_target(name)]]
         live = ""
         if data:
             parts.append(["load-buffer", "-b", buffer, "-"])
@@ -480,7 +481,7 @@ class Tmux:
         alone. remain-on-exit keeps the pane and its scrollback. Returns True when no live
         pid remains; False when tmux did not answer or something survived SIGKILL.
         """
-        if not isinstance(name, str) or not names.TERMINATE_NAME_RE.fullmatch(name):
+        if not isinstance(name, str) or not naming.TERMINATE_NAME_RE.fullmatch(name):
             raise ValueError(f"refusing to terminate {name!r}: not a loop-* session name")
         try:
             pids = self.pane_pids(name)
