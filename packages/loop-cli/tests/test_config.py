@@ -174,18 +174,27 @@ def test_config_check_shows_effective_config_without_secret_values(
         {
             "tracker": "github",
             "github": {"repositories": ["o/r"]},
-            "harness": {"adapter": "claude-code", "extraArgs": ["--api-key=sk-SECRET789", "-v"]},
+            "harness": {
+                "adapter": "claude-code",
+                "extraArgs": ["--api-key=sk-SECRET789", "-v", "--token", "tok-SPACED321", "x"],
+            },
         }
     )
     result = run_cli("config", "check")
     assert result.exit_code == 0, result.output
-    for secret in (token, "whsec_DISTINCTIVE_456", "sk-SECRET789"):
+    for secret in (token, "whsec_DISTINCTIVE_456", "sk-SECRET789", "tok-SPACED321"):
         assert secret not in result.output
     assert "tokenEnv: GITHUB_TOKEN (set)" in result.output
     assert "--api-key=<redacted>" in result.output
     data = json.loads(run_cli("config", "check", "--format", "json").output)
     assert data["effective"]["github"]["repositories"] == ["o/r"]
-    assert data["effective"]["harness"]["extraArgs"] == ["--api-key=<redacted>", "-v"]
+    assert data["effective"]["harness"]["extraArgs"] == [
+        "--api-key=<redacted>",
+        "-v",
+        "--token",
+        "<redacted>",
+        "x",
+    ]
     assert data["origin"] == "$THE_LOOP_CONFIG"
 
 

@@ -437,12 +437,25 @@ def _anchor(config: Config, base: Path) -> Config:
 SECRET_HINTS = ("token", "secret", "password", "passwd", "apikey", "api-key", "api_key", "key=")
 
 
-def redact_arg(arg: str) -> str:
-    """Hide the value of a `--flag=value` argument whose flag names a secret."""
-    flag, sep, _ = arg.partition("=")
-    if sep and any(h.rstrip("=") in flag.lower() for h in SECRET_HINTS):
-        return f"{flag}=<redacted>"
-    return arg
+def _names_secret(flag: str) -> bool:
+    return flag.startswith("-") and any(h.rstrip("=") in flag.lower() for h in SECRET_HINTS)
+
+
+def redact_args(args: list[str]) -> list[str]:
+    """Hide the values of arguments whose flag names a secret, in both spellings:
+    `--api-key=VALUE` and `--api-key VALUE`."""
+    out: list[str] = []
+    hide_next = False
+    for arg in args:
+        flag, sep, _ = arg.partition("=")
+        if hide_next and not arg.startswith("-"):
+            out.append("<redacted>")
+        elif sep and _names_secret(flag):
+            out.append(f"{flag}=<redacted>")
+        else:
+            out.append(arg)
+        hide_next = not sep and _names_secret(arg)
+    return out
 
 
 def effective(loaded: LoadedConfig) -> dict[str, Any]:
@@ -456,7 +469,7 @@ def effective(loaded: LoadedConfig) -> dict[str, Any]:
     harness = data["harness"]
     for key in ("extraArgs", "argv", "resumeArgv"):
         if harness.get(key) is not None:
-            harness[key] = [redact_arg(a) for a in harness[key]]
+            harness[key] = redact_args(harness[key])
     harness["cwd"] = str(cfg.harness.cwd if cfg.harness.cwd is not None else Path.home())
     if cfg.harness.adapter == "generic" and cfg.harness.argv is None:
         fresh, resume = cfg.harness.generic_argv()
