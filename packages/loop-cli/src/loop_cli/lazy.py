@@ -1,6 +1,6 @@
 """A click group whose subcommands are imported only when they run.
 
-`the-loop --version` and `--help` must not import pydantic, sqlite or tmux code, so the
+`the-loop --version` and `--help` must not import YAML, sqlite or tmux code, so the
 command table maps names to "module:attr" strings plus a short help line, and a module
 is imported only when its command is actually invoked (or asked for its own help).
 """
