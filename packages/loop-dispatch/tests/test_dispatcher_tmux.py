@@ -18,7 +18,7 @@ import pytest
 
 from loop_dispatch.adapters import ClaudeCodeAdapter, GenericAdapter
 from loop_dispatch.dispatcher import OutcomeKind
-from loop_dispatch.framing import frame
+from loop_dispatch.framing import frame, spawn_prompt
 from loop_dispatch.launch import LaunchSpec
 from loop_dispatch.model import WorkItemRef
 
@@ -166,6 +166,35 @@ def test_ac12_harness_without_resume_starts_fresh(
     assert disp.dispatch(make_event(REF)).reason == "respawned_fresh"
     assert events.read("session.resume_failed")[0]["detail"]["reason"] == "adapter_cannot_resume"
     assert store.registry.get(REF).conversation_id != old
+
+
+def test_a_body_too_long_for_a_tmux_command_still_spawns_and_respawns(
+    setup, store, events, make_event, read_conversation, wait_for
+):
+    """tmux refuses a command over 16 KiB ("command too long"): a long first comment
+    must not fail every spawn of its item. The prompt is cut, and says where the rest is;
+    a paste into the running session carries the whole text."""
+    disp, tmux, convo = setup
+    long_body = "stack trace line\n" * 2500  # ~42 KB
+    first = make_event(REF, body=long_body)
+    outcome = disp.dispatch(first)
+    assert (outcome.kind, outcome.reason) == (OutcomeKind.PROCESSED, "spawned"), outcome
+    record = store.registry.get(REF)
+    start = wait_for(_started(read_conversation, convo, record.conversation_id))[0]
+    assert start["prompt"] == spawn_prompt(first)[0]
+    assert first.url in start["prompt"].split("\n")[-1]
+    assert events.read("session.spawned")[0]["detail"]["cut_chars"] > 0
+
+    pasted = make_event(REF, body=long_body)
+    assert disp.dispatch(pasted).reason == "delivered"
+    got = wait_for(lambda: _messages(read_conversation, convo, record.conversation_id))
+    assert got[0]["text"] == frame(pasted)  # whole, uncut
+
+    tmux.kill(NAME)
+    again = make_event(REF, body=long_body)
+    assert disp.dispatch(again).reason == "respawned"
+    resumed = wait_for(_started(read_conversation, convo, record.conversation_id, 2))[0]
+    assert resumed["prompt"] == spawn_prompt(again)[0]
 
 
 def test_live_unregistered_occupant_is_never_killed(

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from loop_dispatch.framing import fence_for, frame
+from loop_dispatch.framing import PROMPT_MAX_BYTES, fence_for, frame, spawn_prompt
 
 
 @pytest.mark.parametrize(
@@ -33,3 +33,27 @@ def test_header_names_item_author_link(make_event) -> None:
     assert "mallory FAKE HEADER" in first  # newlines in the actor cannot forge lines
     assert "Link: https://example.invalid/acme/widgets/issues/7#c1" in text
     assert "untrusted" in text
+
+
+def test_spawn_prompt_is_the_whole_frame_when_it_fits(make_event) -> None:
+    event = make_event(body="short")
+    assert spawn_prompt(event) == (frame(event), 0)
+
+
+@pytest.mark.parametrize("unit", ["x", "é", "\U0001f600", "a\r\n"])
+def test_spawn_prompt_cuts_a_long_body_to_fit_and_says_where_the_rest_is(
+    make_event, unit: str
+) -> None:
+    event = make_event(body=unit * 20_000)
+    prompt, cut = spawn_prompt(event)
+    assert len(prompt.encode()) <= PROMPT_MAX_BYTES
+    assert len(prompt.encode()) > PROMPT_MAX_BYTES - 16  # as much as fits, not less
+    assert cut > 0
+    assert event.url in prompt.split("\n")[-1]
+    shown = len(event.body.replace("\r\n", "\n")) - cut
+    assert f"{shown} of {shown + cut} characters" in prompt.split("\n")[-1]
+    # The note is outside the fence; the fenced part is the start of the body.
+    fence = fence_for(event.body)
+    inside = prompt.split(fence + "text\n", 1)[1].rsplit("\n" + fence + "\n", 1)[0]
+    assert event.body.replace("\r\n", "\n").startswith(inside)
+    assert len(inside) == shown

@@ -36,7 +36,7 @@ from loop_tmux import Presence, SpawnOutcome, SpawnResult, Tmux, TmuxUnavailable
 
 from .adapters import HarnessAdapter, new_conversation_id
 from .eventlog import EventLog
-from .framing import frame
+from .framing import frame, spawn_prompt
 from .launch import Launcher, default_launcher
 from .lock import item_lock
 from .model import Event, EventKind, WorkItemRef
@@ -226,7 +226,8 @@ class Dispatcher:
         record = self.store.registry.register(
             ref, harness=self.adapter.name, conversation_id=conversation, cwd=self.cwd_for(ref)
         )
-        argv = self.adapter.fresh_argv(frame(event), conversation)
+        prompt, cut = spawn_prompt(event)
+        argv = self.adapter.fresh_argv(prompt, conversation)
         result = self._spawn(record, argv)
         if result.outcome is SpawnOutcome.SPAWNED:
             self._emit(
@@ -238,6 +239,7 @@ class Dispatcher:
                 conversation_id=conversation,
                 cwd=str(record.cwd),
                 pid=result.pid,
+                cut_chars=cut,
             )
             return _processed("spawned")
         self._undo_register(ref, previous)
@@ -312,19 +314,19 @@ class Dispatcher:
         return _processed("respawn_averted")
 
     def _respawn(self, record: SessionRecord, event: Event, presence: Presence) -> Outcome:
-        prompt = frame(event)
+        prompt, cut = spawn_prompt(event)
         if not self.adapter.can_resume:
             self._resume_failed(event, record, "adapter_cannot_resume")
         elif not record.conversation_id:
             self._resume_failed(event, record, "no_recorded_conversation")
         else:
-            outcome = self._respawn_resume(record, event, prompt, presence)
+            outcome = self._respawn_resume(record, event, prompt, cut, presence)
             if outcome is not None:
                 return outcome
-        return self._respawn_fresh(record, event, prompt, presence)
+        return self._respawn_fresh(record, event, prompt, cut, presence)
 
     def _respawn_resume(
-        self, record: SessionRecord, event: Event, prompt: str, presence: Presence
+        self, record: SessionRecord, event: Event, prompt: str, cut: int, presence: Presence
     ) -> Outcome | None:
         """Resume the recorded conversation; None means "fall back to a fresh one"."""
         assert record.conversation_id is not None
@@ -351,11 +353,12 @@ class Dispatcher:
             conversation_id=record.conversation_id,
             previous=presence.value,
             pid=result.pid,
+            cut_chars=cut,
         )
         return _processed("respawned")
 
     def _respawn_fresh(
-        self, record: SessionRecord, event: Event, prompt: str, presence: Presence
+        self, record: SessionRecord, event: Event, prompt: str, cut: int, presence: Presence
     ) -> Outcome:
         conversation = new_conversation_id()
         argv = self.adapter.fresh_argv(prompt, conversation)
@@ -372,6 +375,7 @@ class Dispatcher:
             conversation_id=conversation,
             previous=presence.value,
             pid=result.pid,
+            cut_chars=cut,
         )
         return _processed("respawned_fresh")
 

@@ -2,6 +2,12 @@
 
 The harness reads the paste as instructions, so the comment body is fenced as quoted,
 untrusted data, with a fence the body cannot close: longer than any backtick run in it.
+
+On a spawn the framed event is the harness's prompt argument, which travels inside
+tmux's new-session command; tmux refuses a command over its 16 KiB message size
+("command too long"), so a long body would fail every spawn and respawn of its item.
+`spawn_prompt` therefore cuts the body to fit, and says so outside the fence, pointing
+at the link; a paste into a running session always carries the whole text.
 """
 
 from __future__ import annotations
@@ -10,7 +16,11 @@ import re
 
 from .model import Event, EventKind
 
-__all__ = ["fence_for", "frame"]
+__all__ = ["PROMPT_MAX_BYTES", "fence_for", "frame", "spawn_prompt"]
+
+# UTF-8 bytes of a spawn prompt: half of tmux's 16 KiB command limit, leaving room for
+# the launcher, the harness argv, the cwd and the -e environment in the same command.
+PROMPT_MAX_BYTES = 8192
 
 _BACKTICKS = re.compile(r"`+")
 _KIND_WORDS = {
@@ -30,10 +40,19 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def frame(event: Event) -> str:
-    """The text pasted for `event`: header naming item, author, link; fenced body."""
-    fence = fence_for(event.body)
-    body = event.body.replace("\r\n", "\n").replace("\r", "\n")
+def _utf8_len(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def frame(event: Event, *, shown: int | None = None) -> str:
+    """The text pasted for `event`: header naming item, author, link; fenced body.
+
+    `shown`: only the first `shown` characters of the body, followed (outside the
+    fence) by a line saying how much was cut and where the whole text is.
+    """
+    full = event.body.replace("\r\n", "\n").replace("\r", "\n")
+    body = full if shown is None else full[:shown]
+    fence = fence_for(body)
     header = (
         f"{_KIND_WORDS.get(event.kind, 'Event')} on {event.work_item} "
         f"by {_one_line(event.actor) or 'unknown'}"
@@ -48,4 +67,29 @@ def frame(event: Event) -> str:
         body,
         fence,
     ]
+    if len(body) < len(full):
+        where = f"at {_one_line(event.url)}" if event.url else "in the work item"
+        lines.append(
+            f"(The text was cut: {len(body)} of {len(full)} characters are shown above; "
+            f"read the whole of it {where}.)"
+        )
     return "\n".join(lines)
+
+
+def spawn_prompt(event: Event, max_bytes: int = PROMPT_MAX_BYTES) -> tuple[str, int]:
+    """The framed event as a spawn's prompt argument, within `max_bytes` of UTF-8.
+
+    Returns (prompt, characters of the body cut). Cuts only when the whole does not fit.
+    """
+    text = frame(event)
+    if _utf8_len(text) <= max_bytes:
+        return text, 0
+    full = len(event.body.replace("\r\n", "\n").replace("\r", "\n"))
+    low, high = 0, full - 1  # the longest cut body that fits, by bisection
+    while low < high:
+        mid = (low + high + 1) // 2
+        if _utf8_len(frame(event, shown=mid)) <= max_bytes:
+            low = mid
+        else:
+            high = mid - 1
+    return frame(event, shown=low), full - low
