@@ -41,15 +41,16 @@ def tmux_out(tmux: Tmux, *args: str) -> str:
 
 
 def recording_tmux(directory: Path) -> tuple[Path, Path]:
-    """A tmux wrapper that logs each invocation's arguments as one line, then runs tmux.
+    """A tmux wrapper that logs each invocation's arguments as one record, then runs tmux.
 
     Returns (wrapper, log): pass the wrapper as ``Tmux(binary=...)`` and read the log
     with :func:`invocations` to count tmux processes or search their argv.
     """
     log = directory / "tmux-invocations"
     wrapper = directory / "tmux-recording"
+    # NUL-terminated records: an argument may hold a newline or a CR.
     wrapper.write_text(
-        f'#!/bin/sh\nprintf \'%s\\n\' "$*" >> {shlex.quote(str(log))}\nexec tmux "$@"\n'
+        f'#!/bin/sh\nprintf \'%s\\000\' "$*" >> {shlex.quote(str(log))}\nexec tmux "$@"\n'
     )
     wrapper.chmod(0o755)
     return wrapper, log
@@ -57,7 +58,7 @@ def recording_tmux(directory: Path) -> tuple[Path, Path]:
 
 def invocations(log: Path) -> list[str]:
     """The tmux invocations a recording wrapper has logged, one string each."""
-    return log.read_text().splitlines() if log.exists() else []
+    return log.read_text().split("\0")[:-1] if log.exists() else []
 
 
 def environ_of(pid: int) -> dict[str, str]:

@@ -206,7 +206,7 @@ def test_respawn_revives_a_dead_pane(tmux: Tmux, tmp_path: Path) -> None:
     assert tmux.probe("loop-revive") is Presence.LIVE
 
 
-def test_payload_never_reaches_a_tmux_argv(
+def test_delivery_is_one_tmux_process_and_keeps_the_payload_off_its_argv(
     tmux: Tmux, recorder: Callable[[str], Recorder], tmp_path: Path
 ) -> None:
     rec = recorder("loop-argv-check")
@@ -216,6 +216,8 @@ def test_payload_never_reaches_a_tmux_argv(
     assert client.deliver("loop-argv-check", secret).ok
     expected = START + secret.encode() + END + ENTER
     assert rec.wait_bytes(len(expected)) == expected
-    sent = "\n".join(invocations(log))
-    assert "paste-buffer" in sent
-    assert secret not in sent
+    calls = invocations(log)
+    assert calls[0] == "-V"  # read once per client
+    assert len(calls) == 2  # the whole delivery is ONE tmux process
+    assert "paste-buffer" in calls[1]
+    assert secret not in "\n".join(calls)
