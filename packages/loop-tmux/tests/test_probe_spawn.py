@@ -65,7 +65,7 @@ def test_unrecognised_tmux_error_is_unknown(tmp_path: Path) -> None:
     assert Tmux(binary=str(script)).probe("loop-x") is Presence.UNKNOWN
 
 
-def test_spawn_on_absent_then_live_and_dead(tmux: Tmux, tmp_path: Path) -> None:
+def test_spawn_on_absent_is_live_with_remain_on_exit(tmux: Tmux, tmp_path: Path) -> None:
     result = tmux.spawn("loop-live", ["sleep", "300"], tmp_path)
     assert result.outcome is SpawnOutcome.SPAWNED
     assert result.pid

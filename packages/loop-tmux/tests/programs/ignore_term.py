@@ -1,4 +1,4 @@
-"""A pane program that ignores SIGTERM and starts a child in its own process group."""
+"""A pane program that ignores SIGTERM and starts a child in its own (the pane's) process group."""
 
 import signal
 import subprocess
