@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -245,6 +246,7 @@ RACER = textwrap.dedent(
                    launcher=launch, survival_delay=0)
     event = Event("comment:race:" + tag, ref, EventKind.COMMENT, "alice", "race " + tag, "",
                   datetime.now(timezone.utc))
+    Path(go + "." + tag).touch()  # ready: everything imported and opened
     while not Path(go).exists():
         time.sleep(0.001)
     print(d.dispatch(event).reason, flush=True)
@@ -279,10 +281,8 @@ def test_two_processes_dispatching_to_one_item_spawn_exactly_one_session(
         )
         for tag in ("a", "b")
     ]
-    import time
-
-    time.sleep(1.0)  # both are waiting on the go file
-    go.touch()
+    wait_for(lambda: all(Path(f"{go}.{tag}").exists() for tag in ("a", "b")), timeout=60)
+    go.touch()  # both are now spinning on the go file
     reasons = sorted(p.communicate(timeout=60)[0].strip() for p in procs)
     assert reasons == ["delivered", "spawned"]
     from loop_dispatch.eventlog import EventLog
@@ -299,6 +299,6 @@ def test_two_processes_dispatching_to_one_item_spawn_exactly_one_session(
         ]
 
     wait_for(starts)
-    time.sleep(0.3)
+    time.sleep(0.3)  # a second harness, were there one, would have written its start
     assert len(starts()) == 1
     assert len([p for p in real_tmux.panes() if p.session == NAME]) == 1

@@ -7,7 +7,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -48,10 +47,8 @@ def test_other_process_holding_blocks_same_item_not_others(tmp_path: Path) -> No
     try:
         with pytest.raises(LockTimeout), item_lock(tmp_path, A, timeout=0.3):
             pass
-        started = time.monotonic()
-        with item_lock(tmp_path, B, timeout=0.3):
+        with item_lock(tmp_path, B, timeout=0):  # free at once: never waits on A
             pass
-        assert time.monotonic() - started < 0.3
     finally:
         proc.kill()
         proc.wait()

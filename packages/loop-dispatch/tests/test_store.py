@@ -99,15 +99,22 @@ def test_transaction_rolls_back_on_error(tmp_path: Path) -> None:
         assert store.meta.get("a") is None
 
 
-def test_reader_is_not_blocked_by_an_open_write_transaction(tmp_path: Path) -> None:
-    with Store.open(tmp_path) as writer, Store.open(tmp_path) as reader:
+def test_an_open_reader_never_blocks_the_writer(tmp_path: Path) -> None:
+    """`status` holding a read snapshot must not stall the daemon's commit (WAL). With a
+    rollback journal the commit would wait for the reader's SHARED lock, then fail."""
+    with Store.open(tmp_path) as writer:
         writer.meta.set("k", "old")
-        with writer.transaction() as conn:
-            conn.execute("UPDATE meta SET value = 'new' WHERE key = 'k'")
-            started = time.monotonic()
-            assert reader.meta.get("k") == "old"  # snapshot, no wait for the writer
-            assert time.monotonic() - started < 1.0
-        assert reader.meta.get("k") == "new"
+        reader = sqlite3.connect(tmp_path / "state.db", isolation_level=None)
+        try:
+            reader.execute("BEGIN")
+            assert reader.execute("SELECT value FROM meta WHERE key = 'k'").fetchone() == ("old",)
+            writer._conn.execute("PRAGMA busy_timeout = 200")  # fail fast if it would wait
+            writer.meta.set("k", "new")  # commits while the read transaction is open
+            assert reader.execute("SELECT value FROM meta WHERE key = 'k'").fetchone() == ("old",)
+            reader.execute("COMMIT")
+            assert reader.execute("SELECT value FROM meta WHERE key = 'k'").fetchone() == ("new",)
+        finally:
+            reader.close()
 
 
 WRITER = textwrap.dedent(

@@ -13,10 +13,10 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .model import Event, WorkItemRef
-from .store import utcnow_iso
+from .store import UPSERT_CURSOR, utcnow_iso
 
 if TYPE_CHECKING:
     from .store import Store
@@ -46,14 +46,29 @@ class LedgerEntry:
     last_seen: str
 
 
-def _entry(row: tuple) -> LedgerEntry:
+def _entry(row: tuple[Any, ...]) -> LedgerEntry:
+    """A row in `_COLUMNS` order; the stored event JSON becomes an Event (or None)."""
     event = None
     if row[5]:
         try:
             event = Event.from_dict(json.loads(row[5]))
         except ValueError:
             event = None  # a hand-edited row: reported as a pending entry without event
-    return LedgerEntry(*row[:5], event, *row[6:])  # type: ignore[arg-type]
+    delivery_id, source, work_item, state, attempts = row[:5]
+    last_outcome, gave_up_version, rearm_count, first_seen, last_seen = row[6:]
+    return LedgerEntry(
+        delivery_id=delivery_id,
+        source=source,
+        work_item=work_item,
+        state=state,
+        attempts=int(attempts),
+        event=event,
+        last_outcome=last_outcome,
+        gave_up_version=gave_up_version,
+        rearm_count=int(rearm_count),
+        first_seen=first_seen,
+        last_seen=last_seen,
+    )
 
 
 class Ledger:
@@ -103,12 +118,7 @@ class Ledger:
                     [(now, r[0]) for r in ev_rows],
                 )
             if cursor is not _UNSET:
-                conn.execute(
-                    "INSERT INTO cursors(source, cursor, updated_at) VALUES (?, ?, ?) "
-                    "ON CONFLICT(source) DO UPDATE SET cursor = excluded.cursor, "
-                    "updated_at = excluded.updated_at",
-                    (source, cursor, now),
-                )
+                conn.execute(UPSERT_CURSOR, (source, cursor, now))
         return new
 
     def get(self, delivery_id: str) -> LedgerEntry | None:

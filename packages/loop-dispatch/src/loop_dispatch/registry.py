@@ -11,7 +11,7 @@ import sqlite3
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from .model import RefError, WorkItemRef
 from .store import StoreError, utcnow_iso
@@ -56,7 +56,7 @@ class Registry:
         self._store = store
 
     def _row_to_record(
-        self, row: sqlite3.Row | tuple, expected: WorkItemRef | None
+        self, row: sqlite3.Row | tuple[Any, ...], expected: WorkItemRef | None
     ) -> SessionRecord:
         try:
             ref = WorkItemRef.parse(row[0])
@@ -153,7 +153,7 @@ class Registry:
                 ),
             )
 
-    def _update(self, ref: WorkItemRef, assignments: str, params: tuple) -> bool:
+    def _update(self, ref: WorkItemRef, assignments: str, params: tuple[object, ...]) -> bool:
         with self._store.transaction() as conn:
             cur = conn.execute(
                 f"UPDATE sessions SET {assignments}, updated_at = ? WHERE work_item = ?",  # noqa: S608

@@ -336,6 +336,13 @@ def _run_script(conn: sqlite3.Connection, script: str) -> None:
         conn.execute(buf)
 
 
+# (source, cursor, updated_at); also run by Ledger.record inside its own transaction.
+UPSERT_CURSOR = (
+    "INSERT INTO cursors(source, cursor, updated_at) VALUES (?, ?, ?) "
+    "ON CONFLICT(source) DO UPDATE SET cursor = excluded.cursor, updated_at = excluded.updated_at"
+)
+
+
 class Cursors:
     """Where each source's next poll starts."""
 
@@ -348,12 +355,7 @@ class Cursors:
 
     def set(self, source: str, cursor: str | None) -> None:
         with self._store.transaction() as conn:
-            conn.execute(
-                "INSERT INTO cursors(source, cursor, updated_at) VALUES (?, ?, ?) "
-                "ON CONFLICT(source) DO UPDATE SET cursor = excluded.cursor, "
-                "updated_at = excluded.updated_at",
-                (source, cursor, utcnow_iso()),
-            )
+            conn.execute(UPSERT_CURSOR, (source, cursor, utcnow_iso()))
 
 
 class Meta:
