@@ -1,5 +1,6 @@
 """loop-dispatch end to end: real tmux (private socket), the fake harness, a real SQLite
-state file, the poll cycle. Requirement: seed 002 AC2, AC6, AC11, AC12."""
+state file, the poll cycle. Requirement: seed 002 AC2, AC11, AC12 (AC6-AC10 are proved
+against the modelled tmux in packages/loop-dispatch/tests)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from loop_dispatch import (
     run_poll_cycle,
 )
 from loop_dispatch.launch import LaunchSpec
+from loop_dispatch.lock import item_lock
 from loop_tmux import Tmux
 
 pytestmark = pytest.mark.tmux
@@ -84,6 +86,7 @@ class World:
             lock_dir=self.state_dir / "locks",
             launcher=self._launch,
             survival_delay=1.5,
+            lock_timeout=0.2,
         )
         self.source = CommentSource()
         # A bystander session keeps the server up when a test kills the item's session,
@@ -93,9 +96,9 @@ class World:
     def _launch(self, record, argv):
         return LaunchSpec(list(argv), {"FAKE_HARNESS_DIR": str(self.convo)})
 
-    def cycle(self):
+    def cycle(self, version: str = "1.0.0"):
         return run_poll_cycle(
-            self.store, self.source, self.dispatcher, self.events, version="1.0.0", max_retries=3
+            self.store, self.source, self.dispatcher, self.events, version=version, max_retries=3
         )
 
     def conversation(self) -> list[dict]:
@@ -151,7 +154,7 @@ def test_ac12_killed_session_resumes_recorded_conversation_under_same_name(world
 
 
 def test_reporter_scenario_stopped_tmux_server(world, tmux_server_pid):
-    """The reporter's scenario (AC2, AC6): the tmux server is too busy to answer
+    """The reporter's scenario (AC2): the tmux server is too busy to answer
     (SIGSTOPped) while comments arrive. No respawn, no loss; delivered after SIGCONT."""
     world.source.add("Start on issue 146")
     assert world.cycle().processed == 1
@@ -191,3 +194,39 @@ def test_reporter_scenario_stopped_tmux_server(world, tmux_server_pid):
     assert "session.resume_failed" not in types
     failed = world.events.read("dispatch.failed")
     assert {r["detail"]["reason"] for r in failed} == {"deliver_unavailable"}
+
+
+def test_ac11_stranded_comment_is_rearmed_once_by_an_upgrade_and_delivered(world):
+    """AC11 end to end: a comment whose retry budget is spent (here: its item stayed
+    locked by a stuck process) is given up under 1.0.0, never re-forwarded by 1.0.0
+    (cron `poll --once`), re-armed exactly once by 1.0.1 and delivered, once."""
+    world.source.add("Start on issue 146")
+    assert world.cycle().processed == 1
+    world.wait(lambda: world.records("start"))
+    stranded = world.source.add("The comment that got stranded")
+    with item_lock(world.state_dir / "locks", REF):  # a stuck holder of the item
+        reports = [world.cycle() for _ in range(3)]
+        assert [r.failed for r in reports] == [1, 1, 1]
+        assert reports[-1].gave_up == 1
+        entry = world.store.ledger.get(stranded.delivery_id)
+        assert (entry.state, entry.gave_up_version) == ("gave_up", "1.0.0")
+    # The holder is gone, but the running version never re-arms its own give-up.
+    for _ in range(2):
+        report = world.cycle()
+        assert (report.rearmed, report.processed, report.failed) == (0, 0, 0)
+    assert world.records("message") == []
+
+    report = world.cycle("1.0.1")  # the upgrade
+    assert (report.rearmed, report.processed) == (1, 1)
+    messages = world.wait(lambda: world.records("message"))
+    assert [m["text"] for m in messages] == [frame(stranded)]
+    rearmed = world.events.read("poll.rearmed")
+    assert [(r["deliveryId"], r["detail"]["gave_up_version"]) for r in rearmed] == [
+        (stranded.delivery_id, "1.0.0")
+    ]
+    for _ in range(2):
+        assert world.cycle("1.0.1").rearmed == 0
+    time.sleep(0.5)
+    assert len(world.records("message")) == 1  # delivered exactly once
+    failed = world.events.read("dispatch.failed")
+    assert {r["detail"]["reason"] for r in failed} == {"item_locked"}

@@ -38,7 +38,7 @@ from .adapters import HarnessAdapter, new_conversation_id
 from .eventlog import EventLog
 from .framing import frame, spawn_prompt
 from .launch import Launcher, default_launcher
-from .lock import item_lock
+from .lock import LockTimeout, item_lock
 from .model import Event, EventKind, WorkItemRef
 from .registry import SessionRecord
 from .store import Store, StoreError
@@ -115,27 +115,40 @@ class Dispatcher:
     # -- entry points ----------------------------------------------------------------
 
     def dispatch(self, event: Event) -> Outcome:
-        """Handle one event under its work item's lock; settle the delivery id."""
-        with item_lock(self.lock_dir, event.work_item, self.lock_timeout):
-            try:
-                claimed = self.store.deliveries.claim(event.delivery_id, reclaim_in_flight=True)
-            except (sqlite3.Error, StoreError) as exc:
-                # Nothing was claimed and nothing done: an ordinary retryable failure.
-                outcome = _failed("store_unavailable", _one_line(str(exc)))
-                self._emit_failed(event, outcome, level="error")
-                return outcome
-            if not claimed:
-                return self._duplicate(event)
-            try:
-                outcome = self._decide(event)
-            except TmuxUnavailable as exc:
-                outcome = _failed("tmux_unavailable", _one_line(str(exc)))
-                self._emit_failed(event, outcome)
-            except Exception as exc:  # an unexpected fault must not strand the claim
-                outcome = _failed("internal_error", f"{type(exc).__name__}: {_one_line(str(exc))}")
-                self._emit_failed(event, outcome, level="error")
-            self._settle(event, outcome)
+        """Handle one event under its work item's lock; settle the delivery id.
+
+        An item still locked after `lock_timeout` is an ordinary retryable failure
+        (`item_locked`): nothing was claimed or done.
+        """
+        try:
+            with item_lock(self.lock_dir, event.work_item, self.lock_timeout):
+                return self._dispatch_locked(event)
+        except LockTimeout as exc:
+            outcome = _failed("item_locked", _one_line(str(exc)))
+            self._emit_failed(event, outcome)
             return outcome
+
+    def _dispatch_locked(self, event: Event) -> Outcome:
+        """The tree for one event, with the lock held: claim, decide, settle."""
+        try:
+            claimed = self.store.deliveries.claim(event.delivery_id, reclaim_in_flight=True)
+        except (sqlite3.Error, StoreError) as exc:
+            # Nothing was claimed and nothing done: an ordinary retryable failure.
+            outcome = _failed("store_unavailable", _one_line(str(exc)))
+            self._emit_failed(event, outcome, level="error")
+            return outcome
+        if not claimed:
+            return self._duplicate(event)
+        try:
+            outcome = self._decide(event)
+        except TmuxUnavailable as exc:
+            outcome = _failed("tmux_unavailable", _one_line(str(exc)))
+            self._emit_failed(event, outcome)
+        except Exception as exc:  # an unexpected fault must not strand the claim
+            outcome = _failed("internal_error", f"{type(exc).__name__}: {_one_line(str(exc))}")
+            self._emit_failed(event, outcome, level="error")
+        self._settle(event, outcome)
+        return outcome
 
     def start(
         self, ref: WorkItemRef, prompt: str, *, actor: str = "operator", url: str = ""
