@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from loop_tmux import Tmux
+
 pytestmark = pytest.mark.tmux
 
 if shutil.which("tmux") is None:  # pragma: no cover
@@ -91,10 +93,5 @@ def test_demo_keep_leaves_a_session_to_attach(tmp_path: Path) -> None:
         assert "local:demo#1" in listing.stdout
         assert "live" in listing.stdout
     finally:
-        subprocess.run(
-            ["tmux", "-L", socket, "kill-server"],
-            capture_output=True,
-            env=_env(tmp_path),
-            check=False,
-        )
+        Tmux(socket_name=socket, config_file="/dev/null").kill_server()
         shutil.rmtree(workdir, ignore_errors=True)

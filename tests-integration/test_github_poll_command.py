@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
@@ -85,16 +83,11 @@ class Cron:
 
 
 @pytest.fixture
-def cron(tmp_path: Path) -> Iterator[tuple[Cron, FakeGitHub]]:
-    if shutil.which("tmux") is None:
-        pytest.skip("tmux is not installed")
-    name = f"loop-test-ghcron-{uuid.uuid4().hex[:10]}"
+def cron(tmp_path: Path, tmux_socket: str) -> Iterator[tuple[Cron, FakeGitHub]]:
     with FakeGitHub(token=TOKEN, login="loop-bot") as fake:
         fake.now = datetime.now(timezone.utc).replace(microsecond=0)
         fake.repo(REPO)
-        yield Cron(tmp_path, fake, name), fake
-    env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
-    subprocess.run(["tmux", "-L", name, "kill-server"], capture_output=True, env=env, check=False)
+        yield Cron(tmp_path, fake, tmux_socket), fake
 
 
 def wait_for(predicate, timeout: float = 20.0):

@@ -9,11 +9,8 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -49,24 +46,21 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 20.0) -> Any:
 
 
 @pytest.fixture
-def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
-    if shutil.which("tmux") is None:
-        pytest.skip("tmux is not installed")
+def world(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tmux_socket: str
+) -> Iterator[dict[str, Any]]:
     from loop_dispatch.adapters import ClaudeCodeAdapter
     from loop_dispatch.dispatcher import Dispatcher
     from loop_dispatch.eventlog import EventLog
     from loop_dispatch.store import Store
     from loop_tmux import Tmux
 
-    for name in ("TMUX", "TMUX_PANE"):
-        monkeypatch.delenv(name, raising=False)
     convo = tmp_path / "conversations"
     convo.mkdir()
     monkeypatch.setenv("FAKE_HARNESS_DIR", str(convo))
     work = tmp_path / "work"
     work.mkdir()
-    socket_name = f"loop-test-gh-{uuid.uuid4().hex[:10]}"
-    tmux = Tmux(socket_name=socket_name, config_file="/dev/null")
+    tmux = Tmux(socket_name=tmux_socket, config_file="/dev/null")
     store = Store.open(tmp_path / "state")
     events = EventLog(tmp_path / "events.jsonl")
     dispatcher = Dispatcher(
@@ -94,7 +88,6 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str,
             "tmux": tmux,
         }
     store.close()
-    subprocess.run(["tmux", "-L", socket_name, "kill-server"], capture_output=True, check=False)
 
 
 def poll(world: dict[str, Any]) -> Any:

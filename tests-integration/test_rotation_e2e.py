@@ -19,7 +19,6 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -138,8 +137,8 @@ class Deployment:
 
 
 @pytest.fixture
-def deployment(tmp_path: Path) -> Iterator[Deployment]:
-    socket = f"loop-test-rot-{uuid.uuid4().hex[:10]}"
+def deployment(tmp_path: Path, tmux_socket: str) -> Deployment:
+    socket = tmux_socket
     env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', os.defpath)}"
     for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"):
@@ -167,12 +166,7 @@ def deployment(tmp_path: Path) -> Iterator[Deployment]:
         )
     )
     dep.write_env(dep.old)
-    try:
-        yield dep
-    finally:
-        subprocess.run(
-            ["tmux", "-L", socket, "kill-server"], env=env, capture_output=True, check=False
-        )
+    return dep
 
 
 def assert_no_value(dep: Deployment, *texts: str) -> None:

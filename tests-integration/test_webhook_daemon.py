@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -153,16 +152,11 @@ class Daemon:
 
 
 @pytest.fixture
-def daemon(tmp_path: Path) -> Iterator[Daemon]:
-    if shutil.which("tmux") is None:
-        pytest.skip("tmux is not installed")
-    name = f"loop-test-whd-{uuid.uuid4().hex[:10]}"
-    d = Daemon(tmp_path, name)
+def daemon(tmp_path: Path, tmux_socket: str) -> Iterator[Daemon]:
+    d = Daemon(tmp_path, tmux_socket)
     d.start()
     yield d
     d.stop()
-    env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
-    subprocess.run(["tmux", "-L", name, "kill-server"], capture_output=True, env=env, check=False)
 
 
 def comment(body: str, cid: int, login: str = "alice", number: int = 3) -> bytes:

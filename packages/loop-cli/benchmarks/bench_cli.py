@@ -20,6 +20,8 @@ from pathlib import Path
 
 import yaml
 
+from loop_tmux import Tmux
+
 RUNS = 9
 SIZES = (10, 100, 500)
 
@@ -128,9 +130,7 @@ def bench_status() -> None:
             results[n] = median_wall([*the_loop(), "status", "--format", "json"], env)
             print(f"  {n:4} sessions: median {results[n] * 1000:7.1f} ms")
         finally:
-            subprocess.run(
-                ["tmux", "-L", socket, "kill-server"], env=_env(), capture_output=True, check=False
-            )
+            Tmux(socket_name=socket, config_file="/dev/null").kill_server()
             shutil.rmtree(root, ignore_errors=True)
     lo, hi = SIZES[0], SIZES[-1]
     print(

@@ -13,12 +13,13 @@ from __future__ import annotations
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 import uuid
 from pathlib import Path
+
+from loop_tmux import Tmux
 
 SIZES = (1, 10, 50)
 REPEATS = 3
@@ -98,9 +99,7 @@ def main() -> int:
                 status = statistics.median(time_status(rt) for _ in range(REPEATS * 3))
                 rt.close()
             finally:
-                subprocess.run(
-                    ["tmux", "-L", socket, "kill-server"], capture_output=True, check=False
-                )
+                Tmux(socket_name=socket, config_file="/dev/null").kill_server()
         results[n] = (restart, status)
         print(f"sessions={n:3d}  restart --all median {restart:7.3f}s  status {status:7.3f}s")
     base_restart, base_status = results[SIZES[0]]

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -18,6 +17,8 @@ from typing import Any
 import pytest
 import yaml
 from click.testing import CliRunner, Result
+
+from loop_tmux import Tmux
 
 
 @pytest.fixture
@@ -55,8 +56,8 @@ def tmux_socket() -> Iterator[str]:
         pytest.skip("tmux is not installed")
     name = f"loop-test-cli-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     yield name
-    env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
-    subprocess.run(["tmux", "-L", name, "kill-server"], capture_output=True, env=env, check=False)
+    # Ends only this private server and removes the socket file tmux leaves behind.
+    Tmux(socket_name=name, config_file="/dev/null").kill_server()
 
 
 @pytest.fixture

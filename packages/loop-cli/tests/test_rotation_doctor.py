@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -78,8 +77,8 @@ def test_tmux_silence_is_unknown_not_unset():
 
 @pytest.mark.tmux
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="no tmux binary")
-def test_global_environment_of_a_private_server(tmp_path):
-    socket = f"loop-test-doctor-{uuid.uuid4().hex[:8]}"
+def test_global_environment_of_a_private_server(tmux_socket):
+    socket = tmux_socket
     tmux = Tmux(socket_name=socket)
     env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
     assert global_environment(tmux).server_running is False
@@ -98,7 +97,7 @@ def test_global_environment_of_a_private_server(tmp_path):
         assert found.values is not None
         assert found.values["ROTATED_TOKEN"] == "frozen-old"
     finally:
-        subprocess.run(["tmux", "-L", socket, "kill-server"], env=env, check=False)
+        tmux.kill_server()
 
 
 def test_global_environment_without_a_tmux_binary_is_unknown(tmp_path):

@@ -11,7 +11,6 @@ import os
 import secrets
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -241,10 +240,7 @@ class Demo:
             self.report.kept = True
             return
         # Our own private server, started by this demo: nothing else lives on it.
-        subprocess.run(
-            ["tmux", "-L", self.report.socket, "kill-server"],
-            capture_output=True,
-            timeout=10,
-            check=False,
-        )
+        from loop_tmux import Tmux
+
+        Tmux(socket_name=self.report.socket, config_file="/dev/null").kill_server(timeout=10)
         shutil.rmtree(self.report.workdir, ignore_errors=True)
