@@ -1,23 +1,35 @@
-"""The YAML config: validated dataclasses, the search order and one-line error messages.
+"""The YAML config: pydantic models, the search order and one-line error messages.
 
 Key names are camelCase in YAML (the issue fixes them); fields are snake_case in code.
-Unknown keys are errors, so a typo never silently falls back to a default.
+Unknown keys are errors, so a typo never silently falls back to a default. The models
+are strict: a wrong type (`1.5` for a whole number, `"no"` for a flag) is refused, never
+coerced. pydantic's ValidationError is translated into one line per problem naming the
+file and the camelCase key path.
 
-Validation is a small walk over the dataclasses' type hints rather than pydantic: every
-command loads the config, and importing pydantic and building its schemas cost about
-150 ms of each `the-loop status` (measured with `python -X importtime`). The rules are
-the same: types, ranges, fixed choices, unknown keys, and cross-key checks per section.
+Importing this module imports pydantic (about 60-100 ms), so only commands that load a
+config import it; `the-loop --version` and `--help` never do (see test_main).
 """
 
 from __future__ import annotations
 
 import os
 import sys
-import types
-from collections.abc import Callable
-from dataclasses import dataclass, field, fields, is_dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
 
 from . import paths
 from .errors import ConfigError
@@ -34,12 +46,13 @@ def _check_env_name(value: str) -> str:
     return value
 
 
-def _owner_repo(value: list[str]) -> list[str]:
-    for repo in value:
-        owner, sep, name = repo.partition("/")
-        if not sep or not owner or not name or "/" in name:
-            raise ValueError(f"{repo!r} is not OWNER/REPO")
-    return value
+def _to_path(value: Any) -> Any:
+    """A non-empty YAML string as a Path with `~` expanded (anchoring happens after)."""
+    if isinstance(value, Path):  # defaults and model_copy
+        return value
+    if not isinstance(value, str) or not value:
+        raise PydanticCustomError("path_type", "must be a path")
+    return Path(os.path.expanduser(value))
 
 
 def _program_first(value: list[str] | None) -> list[str] | None:
@@ -48,34 +61,51 @@ def _program_first(value: list[str] | None) -> list[str] | None:
     return value
 
 
-def _socket_name(value: str | None) -> str | None:
-    if value is not None and (not value or not set(value) <= _TMUX_SOCKET_CHARS):
-        raise ValueError("must be a tmux -L socket name: letters, digits, '.', '_', '-'")
-    return value
+ConfigPath = Annotated[Path, BeforeValidator(_to_path)]
+EnvName = Annotated[str, AfterValidator(_check_env_name)]  # a variable NAME, never a value
+Argv = Annotated[list[str], AfterValidator(_program_first)]
 
 
-@dataclass(frozen=True)
-class GitHubConfig:
-    repositories: list[str] = field(default_factory=list, metadata={"check": _owner_repo})
-    token_env: str = field(
-        default="GITHUB_TOKEN", metadata={"check": _check_env_name}
-    )  # a variable NAME
+class _Section(BaseModel):
+    """Shared rules: camelCase keys only, unknown keys refused, immutable, strict types."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        alias_generator=to_camel,
+        frozen=True,
+        strict=True,
+        validate_default=True,
+    )
+
+
+class GitHubConfig(_Section):
+    repositories: list[str] = Field(default_factory=list)
+    token_env: EnvName = "GITHUB_TOKEN"  # noqa: S105 (a variable NAME)
     api_url: str = "https://api.github.com"
     trigger_label: str = "the-loop"
 
+    @field_validator("repositories")
+    @classmethod
+    def _owner_repo(cls, value: list[str]) -> list[str]:
+        for repo in value:
+            owner, sep, name = repo.partition("/")
+            if not sep or not owner or not name or "/" in name:
+                raise ValueError(f"{repo!r} is not OWNER/REPO")
+        return value
 
-@dataclass(frozen=True)
-class HarnessConfig:
+
+class HarnessConfig(_Section):
     adapter: Literal["claude-code", "codex", "generic"] = "generic"
     binary: str | None = None
-    extra_args: list[str] = field(default_factory=list)
-    argv: list[str] | None = field(default=None, metadata={"check": _program_first})
-    resume_argv: list[str] | None = field(default=None, metadata={"check": _program_first})
-    cwd: Path | None = None
+    extra_args: list[str] = Field(default_factory=list)
+    argv: Argv | None = None
+    resume_argv: Argv | None = None
+    cwd: ConfigPath | None = None
     # Per-project working directory: "OWNER/REPO" (github) or "PROJECT" (local) -> path.
-    cwd_by_project: dict[str, Path] = field(default_factory=dict)
+    cwd_by_project: dict[str, ConfigPath] = Field(default_factory=dict)
 
-    def check(self) -> None:
+    @model_validator(mode="after")
+    def _fits_adapter(self) -> HarnessConfig:
         if self.adapter == "generic":
             if self.binary is not None:
                 raise ValueError("binary is for claude-code and codex; generic uses argv")
@@ -83,6 +113,7 @@ class HarnessConfig:
                 raise ValueError("resumeArgv needs argv")
         elif self.argv is not None or self.resume_argv is not None:
             raise ValueError(f"argv and resumeArgv are for the generic adapter, not {self.adapter}")
+        return self
 
     def resolved_binary(self) -> str:
         """The program an adapter runs: `binary`, else the adapter's usual name."""
@@ -104,72 +135,71 @@ class HarnessConfig:
         return list(self.argv), (list(self.resume_argv) if self.resume_argv else None)
 
 
-@dataclass(frozen=True)
-class RoutingConfig:
+class RoutingConfig(_Section):
     runner: Literal["tmux"] = "tmux"
-    tmux_socket: str | None = field(default=None, metadata={"check": _socket_name})
+    tmux_socket: str | None = None
     # The longest one dispatch waits for its work item's lock (another dispatch, a
     # restart or a stop holding it) before the event fails and is retried.
-    dispatch_timeout_seconds: float = field(default=1800.0, metadata={"gt": 0})
+    dispatch_timeout_seconds: float = Field(default=1800.0, gt=0, allow_inf_nan=False)
+
+    @field_validator("tmux_socket")
+    @classmethod
+    def _socket_name(cls, value: str | None) -> str | None:
+        if value is not None and (not value or not set(value) <= _TMUX_SOCKET_CHARS):
+            raise ValueError("must be a tmux -L socket name: letters, digits, '.', '_', '-'")
+        return value
 
 
-@dataclass(frozen=True)
-class PollingConfig:
-    interval_seconds: float = field(default=60.0, metadata={"gt": 0})
-    max_retries: int = field(default=3, metadata={"ge": 1})
+class PollingConfig(_Section):
+    interval_seconds: float = Field(default=60.0, gt=0, allow_inf_nan=False)
+    max_retries: int = Field(default=3, ge=1)
 
 
-@dataclass(frozen=True)
-class WebhookConfig:
+class WebhookConfig(_Section):
     host: str = "127.0.0.1"
-    port: int = field(default=8787, metadata={"ge": 1, "le": 65535})
-    secret_env: str = field(
-        default="THE_LOOP_WEBHOOK_SECRET", metadata={"check": _check_env_name}
-    )  # a NAME
-    max_body_bytes: int = field(default=25 * 1024 * 1024, metadata={"ge": 1024})
+    port: int = Field(default=8787, ge=1, le=65535)
+    secret_env: EnvName = "THE_LOOP_WEBHOOK_SECRET"  # noqa: S105 (a variable NAME)
+    max_body_bytes: int = Field(default=25 * 1024 * 1024, ge=1024)
 
 
-@dataclass(frozen=True)
-class EnvConfig:
-    file: Path | None = None
+class EnvConfig(_Section):
+    file: ConfigPath | None = None
 
 
-@dataclass(frozen=True)
-class EventLogConfig:
-    path: Path | None = None
-    max_bytes: int = field(default=10 * 1024 * 1024, metadata={"ge": 4096})
-    backups: int = field(default=5, metadata={"ge": 0})
+class EventLogConfig(_Section):
+    path: ConfigPath | None = None
+    max_bytes: int = Field(default=10 * 1024 * 1024, ge=4096)
+    backups: int = Field(default=5, ge=0)
 
 
-@dataclass(frozen=True)
-class SessionsConfig:
+class SessionsConfig(_Section):
     kill_harness_on_close: bool = True
 
 
-@dataclass(frozen=True)
-class ServicesConfig:
+class ServicesConfig(_Section):
     poller: bool = True
     webhook: bool = False
 
 
-@dataclass(frozen=True)
-class Config:
-    state_dir: Path | None = None
+class Config(_Section):
+    state_dir: ConfigPath | None = None
     tracker: Literal["local", "github"] = "local"
-    github: GitHubConfig = field(default_factory=GitHubConfig)
-    authorized_actors: list[str] = field(default_factory=list)
-    harness: HarnessConfig = field(default_factory=HarnessConfig)
-    routing: RoutingConfig = field(default_factory=RoutingConfig)
-    polling: PollingConfig = field(default_factory=PollingConfig)
-    webhook: WebhookConfig = field(default_factory=WebhookConfig)
-    env: EnvConfig = field(default_factory=EnvConfig)
-    event_log: EventLogConfig = field(default_factory=EventLogConfig)
-    sessions: SessionsConfig = field(default_factory=SessionsConfig)
-    services: ServicesConfig = field(default_factory=ServicesConfig)
+    github: GitHubConfig = Field(default_factory=GitHubConfig)
+    authorized_actors: list[str] = Field(default_factory=list)
+    harness: HarnessConfig = Field(default_factory=HarnessConfig)
+    routing: RoutingConfig = Field(default_factory=RoutingConfig)
+    polling: PollingConfig = Field(default_factory=PollingConfig)
+    webhook: WebhookConfig = Field(default_factory=WebhookConfig)
+    env: EnvConfig = Field(default_factory=EnvConfig)
+    event_log: EventLogConfig = Field(default_factory=EventLogConfig)
+    sessions: SessionsConfig = Field(default_factory=SessionsConfig)
+    services: ServicesConfig = Field(default_factory=ServicesConfig)
 
-    def check(self) -> None:
+    @model_validator(mode="after")
+    def _tracker_needs(self) -> Config:
         if self.tracker == "github" and not self.github.repositories:
             raise ValueError("tracker github needs at least one github.repositories entry")
+        return self
 
     def effective_state_dir(self) -> Path:
         return self.state_dir if self.state_dir is not None else paths.user_state_dir()
@@ -187,161 +217,89 @@ class Config:
         return self.harness.cwd if self.harness.cwd is not None else Path.home()
 
 
-# -- validation: a walk over the dataclasses' type hints ---------------------------------
+# -- pydantic's errors as one line each: key path, then what is wrong --------------------
+
+# pydantic error type -> our wording; "{...}" is filled from the error's context.
+_WORDING = {
+    "extra_forbidden": "unknown key",
+    "missing": "required",
+    "literal_error": "must be one of {expected}",
+    "greater_than": "must be greater than {gt}",
+    "greater_than_equal": "must be at least {ge}",
+    "less_than": "must be less than {lt}",
+    "less_than_equal": "must be at most {le}",
+    "finite_number": "must be a finite number",
+    "int_type": "must be a whole number",
+    "int_from_float": "must be a whole number",
+    "float_type": "must be a number",
+    "bool_type": "must be true or false",
+    "string_type": "must be a string",
+    "list_type": "must be a list",
+    "dict_type": "must be a mapping",
+    "model_type": "must be a mapping of keys",
+    "model_attributes_type": "must be a mapping of keys",
+}
+# Errors whose message already says enough (and must not echo the value: a tokenEnv
+# holding a token would otherwise be printed).
+_NO_ECHO = {"extra_forbidden", "missing", "value_error"}
 
 
-def camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(part.title() for part in rest)
-
-
-class _Problems(list):
-    """(key path, message) pairs collected during one validation."""
-
-    def add(self, loc: str, message: str) -> None:
-        self.append((loc, message))
-
-
-_INVALID = object()
+def _key_path(loc: tuple[str | int, ...]) -> tuple[str, bool]:
+    """The camelCase key path (`harness.extraArgs[1]`) and whether the problem is with
+    a mapping's key rather than its value."""
+    parts: list[str | int] = []
+    is_key = False
+    for part in loc:
+        if part == "[key]":  # pydantic's marker after the offending key itself
+            is_key = True
+            parts.pop()
+        else:
+            parts.append(part)
+    out = ""
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else ("." if out else "") + part
+    return out, is_key
 
 
 def _got(value: Any) -> str:
     return "" if isinstance(value, (dict, list)) else f" (got {value!r})"
 
 
-def _choices(options: tuple[Any, ...]) -> str:
-    quoted = [repr(o) for o in options]
-    return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1]
+def _plain(value: Any) -> Any:
+    """A bound as written in the docs: `0`, not pydantic's `0.0` for a float field."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
-def _join(loc: str, key: str | int) -> str:
-    if isinstance(key, int):
-        return f"{loc}[{key}]"
-    return f"{loc}.{key}" if loc else key
-
-
-def _convert(tp: Any, value: Any, loc: str, problems: _Problems) -> Any:
-    """`value` as type `tp`, or _INVALID after recording why not."""
-    origin, args = get_origin(tp), get_args(tp)
-    if origin in (Union, types.UnionType):  # only `X | None` is used
-        if value is None:
-            return None
-        (inner,) = [a for a in args if a is not type(None)]
-        return _convert(inner, value, loc, problems)
-    if origin is Literal:
-        if value in args:
-            return value
-        problems.add(loc, f"must be one of {_choices(args)}{_got(value)}")
-        return _INVALID
-    if origin is list:
-        if not isinstance(value, list):
-            problems.add(loc, f"must be a list{_got(value)}")
-            return _INVALID
-        items = [_convert(args[0], v, _join(loc, i), problems) for i, v in enumerate(value)]
-        return _INVALID if _INVALID in items else items
-    if origin is dict:
-        if not isinstance(value, dict):
-            problems.add(loc, f"must be a mapping{_got(value)}")
-            return _INVALID
-        out = {str(k): _convert(args[1], v, _join(loc, str(k)), problems) for k, v in value.items()}
-        return _INVALID if _INVALID in out.values() else out
-    if is_dataclass(tp):
-        return _build(tp, value, loc, problems)
-    return _scalar(tp, value, loc, problems)
-
-
-_SCALARS: dict[Any, tuple[Callable[[Any], bool], str]] = {
-    bool: (lambda v: isinstance(v, bool), "true or false"),
-    int: (lambda v: isinstance(v, int) and not isinstance(v, bool), "a whole number"),
-    float: (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool), "a number"),
-    str: (lambda v: isinstance(v, str), "a string"),
-    Path: (lambda v: isinstance(v, str) and v != "", "a path"),
-}
-
-
-def _scalar(tp: Any, value: Any, loc: str, problems: _Problems) -> Any:
-    accepts, what = _SCALARS[tp]
-    if not accepts(value):
-        problems.add(loc, f"must be {what}{_got(value)}")
-        return _INVALID
-    if tp is Path:
-        return Path(os.path.expanduser(value))
-    return float(value) if tp is float else value
-
-
-def _bounds(value: Any, rules: dict[str, Any]) -> str | None:
-    if "gt" in rules and not value > rules["gt"]:
-        return f"must be greater than {rules['gt']}"
-    if "ge" in rules and not value >= rules["ge"]:
-        return f"must be at least {rules['ge']}"
-    if "le" in rules and not value <= rules["le"]:
-        return f"must be at most {rules['le']}"
-    return None
-
-
-def _build(cls: Any, data: Any, loc: str, problems: _Problems) -> Any:
-    """One section: known camelCase keys converted and checked, unknown keys refused,
-    then the section's own cross-key `check` when every key was valid."""
-    if not isinstance(data, dict):
-        problems.add(loc or "(top level)", f"must be a mapping of keys{_got(data)}")
-        return _INVALID
-    hints = get_type_hints(cls)
-    known = {camel(f.name): f for f in fields(cls)}
-    before = len(problems)
-    values: dict[str, Any] = {}
-    for key, spec in known.items():
-        if key not in data:
-            continue
-        where = _join(loc, key)
-        value = _convert(hints[spec.name], data[key], where, problems)
-        if value is _INVALID:
-            continue
-        why = _bounds(value, dict(spec.metadata)) if value is not None else None
-        if why is None and "check" in spec.metadata:
-            try:
-                spec.metadata["check"](value)
-            except ValueError as err:
-                why = str(err)
-        if why is not None:
-            problems.add(where, why + ("" if "check" in spec.metadata else _got(data[key])))
-            continue
-        values[spec.name] = value
-    for key in data:
-        if key not in known:
-            problems.add(_join(loc, str(key)), "unknown key")
-    if len(problems) > before:
-        return _INVALID
-    obj = cls(**values)
-    if hasattr(obj, "check"):
-        try:
-            obj.check()
-        except ValueError as err:
-            problems.add(loc, str(err))
-            return _INVALID
-    return obj
+def _describe(err: Any) -> str:
+    """One line for one pydantic error: `key.path: what is wrong (got value)`."""
+    kind = err["type"]
+    wording = _WORDING.get(kind)
+    if wording is None:
+        message = err["msg"].removeprefix("Value error, ")
+    else:
+        ctx = {k: _plain(v) for k, v in err.get("ctx", {}).items()}
+        message = wording.format(**ctx)
+    if kind not in _NO_ECHO and "input" in err:
+        message += _got(err["input"])
+    loc, is_key = _key_path(tuple(err["loc"]))
+    if is_key:
+        message = f"key {message}"
+    return f"{loc or '(top level)'}: {message}" if loc or kind != "value_error" else message
 
 
 def validate(data: Any, where: Path) -> Config:
     """A Config from parsed YAML, or ConfigError with one line per problem, each naming
     `where` (the file) and the key path."""
-    problems = _Problems()
-    config = _build(Config, data, "", problems)
-    if config is _INVALID:
-        raise ConfigError(
-            [f"{where}: {loc}: {msg}" if loc else f"{where}: {msg}" for loc, msg in problems]
-        )
-    return config
+    try:
+        return Config.model_validate(data)
+    except ValidationError as exc:
+        problems = [_describe(err) for err in exc.errors(include_url=False)]
+        raise ConfigError([f"{where}: {line}" for line in problems]) from None
 
 
-def dump(obj: Any) -> Any:
+def dump(obj: BaseModel) -> dict[str, Any]:
     """A config (or section) as YAML/JSON-ready data under its camelCase keys."""
-    if is_dataclass(obj):
-        return {camel(f.name): dump(getattr(obj, f.name)) for f in fields(obj)}
-    if isinstance(obj, dict):
-        return {k: dump(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [dump(v) for v in obj]
-    return str(obj) if isinstance(obj, Path) else obj
+    return obj.model_dump(mode="json", by_alias=True)
 
 
 @dataclass(frozen=True)
@@ -420,17 +378,19 @@ def _anchor(config: Config, base: Path) -> Config:
     def fix(p: Path | None) -> Path | None:
         return p if p is None or p.is_absolute() else (base / p)
 
-    harness = replace(
-        config.harness,
-        cwd=fix(config.harness.cwd),
-        cwd_by_project={k: fix(v) for k, v in config.harness.cwd_by_project.items()},
+    harness = config.harness.model_copy(
+        update={
+            "cwd": fix(config.harness.cwd),
+            "cwd_by_project": {k: fix(v) for k, v in config.harness.cwd_by_project.items()},
+        }
     )
-    return replace(
-        config,
-        state_dir=fix(config.state_dir),
-        harness=harness,
-        env=replace(config.env, file=fix(config.env.file)),
-        event_log=replace(config.event_log, path=fix(config.event_log.path)),
+    return config.model_copy(
+        update={
+            "state_dir": fix(config.state_dir),
+            "harness": harness,
+            "env": config.env.model_copy(update={"file": fix(config.env.file)}),
+            "event_log": config.event_log.model_copy(update={"path": fix(config.event_log.path)}),
+        }
     )
 
 
