@@ -64,6 +64,55 @@ def test_wrong_types_are_named_with_their_path(tmp_path: Path) -> None:
     ]
 
 
+def test_numbers_in_strings_and_whole_floats_are_not_coerced(tmp_path: Path) -> None:
+    problems = _errors("webhook: {port: '8080'}\npolling: {maxRetries: 2.0}\n", tmp_path)
+    where = str(tmp_path / "c.yaml")
+    assert problems == [
+        f"{where}: polling.maxRetries: must be a whole number (got 2.0)",
+        f"{where}: webhook.port: must be a whole number (got '8080')",
+    ]
+
+
+def test_non_finite_durations_are_refused(tmp_path: Path) -> None:
+    problems = _errors(
+        "polling: {intervalSeconds: .nan}\nrouting: {dispatchTimeoutSeconds: .inf}\n", tmp_path
+    )
+    where = str(tmp_path / "c.yaml")
+    assert problems == [
+        f"{where}: routing.dispatchTimeoutSeconds: must be a finite number (got inf)",
+        f"{where}: polling.intervalSeconds: must be a finite number (got nan)",
+    ]
+
+
+def test_sections_keys_and_paths_of_the_wrong_shape(tmp_path: Path) -> None:
+    problems = _errors(
+        "polling:\nharness: {cwd: '', cwdByProject: {7: /x}}\neventLog: {path: [a]}\n",
+        tmp_path,
+    )
+    where = str(tmp_path / "c.yaml")
+    assert problems == [
+        f"{where}: harness.cwd: must be a path (got '')",
+        f"{where}: harness.cwdByProject: key must be a string (got 7)",
+        f"{where}: polling: must be a mapping of keys (got None)",
+        f"{where}: eventLog.path: must be a path",
+    ]
+
+
+def test_a_token_given_as_tokenenv_is_never_echoed(tmp_path: Path) -> None:
+    (problem,) = _errors("github: {tokenEnv: ghp_Secret-Value-123}\n", tmp_path)
+    assert problem.endswith(
+        "github.tokenEnv: must be the NAME of an environment variable (not its value)"
+    )
+    assert "ghp_Secret" not in problem
+
+
+def test_config_is_immutable(tmp_path: Path) -> None:
+    cfg = parse_text("polling: {maxRetries: 2}\n", tmp_path / "c.yaml")
+    with pytest.raises(ValueError, match="frozen"):
+        cfg.polling.max_retries = 5  # type: ignore[misc]
+    assert cfg.polling.max_retries == 2
+
+
 def test_valid_values_are_typed(tmp_path: Path) -> None:
     cfg = parse_text(
         "polling: {intervalSeconds: 5, maxRetries: 2}\nrouting: {dispatchTimeoutSeconds: 30}\n",
