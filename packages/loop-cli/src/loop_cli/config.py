@@ -29,7 +29,7 @@ from pydantic import (
     model_validator,
 )
 from pydantic.alias_generators import to_camel
-from pydantic_core import PydanticCustomError
+from pydantic_core import ErrorDetails, PydanticCustomError
 
 from . import paths
 from .errors import ConfigError
@@ -270,21 +270,23 @@ def _plain(value: Any) -> Any:
     return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
-def _describe(err: Any) -> str:
+def _describe(err: ErrorDetails) -> str:
     """One line for one pydantic error: `key.path: what is wrong (got value)`."""
     kind = err["type"]
     wording = _WORDING.get(kind)
     if wording is None:
         message = err["msg"].removeprefix("Value error, ")
     else:
-        ctx = {k: _plain(v) for k, v in err.get("ctx", {}).items()}
+        ctx = {k: _plain(v) for k, v in (err.get("ctx") or {}).items()}
         message = wording.format(**ctx)
     if kind not in _NO_ECHO and "input" in err:
         message += _got(err["input"])
     loc, is_key = _key_path(tuple(err["loc"]))
     if is_key:
         message = f"key {message}"
-    return f"{loc or '(top level)'}: {message}" if loc or kind != "value_error" else message
+    if not loc:  # a cross-key rule of the whole file says what it is about itself
+        return message if kind == "value_error" else f"(top level): {message}"
+    return f"{loc}: {message}"
 
 
 def validate(data: Any, where: Path) -> Config:
