@@ -240,7 +240,7 @@ def test_rotation_fleet_story(deployment: Deployment) -> None:
     events = [json.loads(line) for line in dep.event_log_text().splitlines()]
     restarts = [e for e in events if e["type"] == "session.env_restart"]
     assert sorted(e["workItem"] for e in restarts) == sorted(refs)
-    assert all(e["detail"]["staleNames"] == ["API_TOKEN"] for e in restarts)
+    assert all(e["detail"]["stale_names"] == ["API_TOKEN"] for e in restarts)
     assert_no_value(dep)
 
 

@@ -314,5 +314,7 @@ def test_dispatch_waits_at_most_dispatch_timeout_for_the_item_lock(
     with item_lock(isolated / "state" / "locks", WorkItemRef.parse(ref), timeout=5):
         result = run_cli("sessions", "start", ref)
     assert result.exit_code == 1, result.output
-    assert result.stderr.strip() == f"Error: work item {ref} is locked by another process"
+    assert result.stderr.strip() == (
+        f"Error: could not start {ref}: work item {ref} is locked by another process"
+    )
     assert result.exception is None or isinstance(result.exception, SystemExit)

@@ -175,7 +175,7 @@ def test_stale_current_and_not_running_sessions(tmp_path, env_file):
     assert "API_TOKEN" in rows[0].detail
     assert exit_code(rows) == 0
     assert [e["type"] for e in events.records] == ["session.env_restart"]
-    assert events.records[0]["detail"]["staleNames"] == ["API_TOKEN"]
+    assert events.records[0]["detail"]["stale_names"] == ["API_TOKEN"]
 
 
 def test_relaunch_resumes_same_conversation_in_same_cwd_under_launcher(tmp_path, env_file):

@@ -68,10 +68,7 @@ def start(rt: Runtime, ref: WorkItemRef) -> dict[str, Any]:
         "tmuxName": record.tmux_name if record else ref.tmux_name(),
     }
     if outcome.kind.value not in ("processed", "duplicate"):
-        raise OperationalError(
-            f"could not start {ref}: {outcome.reason}"
-            + (f": {outcome.detail}" if outcome.detail else "")
-        )
+        raise OperationalError(f"could not start {ref}: {outcome.detail or outcome.reason}")
     return row
 
 

@@ -49,9 +49,8 @@ def events(
     }
     if follow and fmt == "json":
         raise click.UsageError("--follow prints a stream: use --format table or jsonl")
-    records = log.read(limit=limit, **filters)
     if fmt == "json":
-        echo_json(records)
+        echo_json(log.read(limit=limit, **filters))
         return
 
     def out(rec: dict) -> None:
@@ -62,11 +61,13 @@ def events(
 
     if fmt == "table":
         click.echo(TABLE_HEADER)
-    for rec in records:
-        out(rec)
-    if follow:
-        try:
-            for rec in log.follow(**filters):
-                out(rec)
-        except KeyboardInterrupt:
-            pass
+    if not follow:
+        for rec in log.read(limit=limit, **filters):
+            out(rec)
+        return
+    # One generator: the existing records, then the new ones, with no gap between.
+    try:
+        for rec in log.follow(**filters, from_start=True, limit=limit):
+            out(rec)
+    except KeyboardInterrupt:
+        pass

@@ -309,10 +309,10 @@ def _emit(deps: RestartDeps, row: Row, level: str, names: Sequence[str]) -> None
         source=EVENT_SOURCE,
         work_item=row.ref,
         detail={
-            "tmuxName": row.tmux_name,
+            "tmux_name": row.tmux_name,
             "outcome": row.outcome.value,
             "reason": row.detail,
-            "staleNames": list(names),
+            "stale_names": list(names),
         },
     )
 
