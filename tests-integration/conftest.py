@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +18,8 @@ import pytest
 from loop_tmux import Tmux
 
 HARNESS_DIR = Path(__file__).parent / "harness"
+# Test modules import integration_support (pytest runs in importlib mode).
+sys.path.insert(0, str(Path(__file__).parent))
 FAKE_HARNESS = HARNESS_DIR / "fake_harness.py"
 
 

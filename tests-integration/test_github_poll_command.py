@@ -6,17 +6,16 @@ back from the stored cursor; sessions run the fake harness on a private tmux ser
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 import yaml
+from integration_support import harness_texts, wait_for
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "packages" / "loop-cli" / "tests"))
 from fakegithub import FakeGitHub
@@ -71,15 +70,7 @@ class Cron:
         )
 
     def texts(self) -> list[str]:
-        out = []
-        for path in self.convo.glob("*.jsonl"):
-            for line in path.read_text().splitlines():
-                rec = json.loads(line)
-                if rec.get("event") == "start" and rec.get("prompt"):
-                    out.append(rec["prompt"])
-                if rec.get("event") == "message":
-                    out.append(rec["text"])
-        return out
+        return harness_texts(self.convo)
 
 
 @pytest.fixture
@@ -88,15 +79,6 @@ def cron(tmp_path: Path, tmux_socket: str) -> Iterator[tuple[Cron, FakeGitHub]]:
         fake.now = datetime.now(timezone.utc).replace(microsecond=0)
         fake.repo(REPO)
         yield Cron(tmp_path, fake, tmux_socket), fake
-
-
-def wait_for(predicate, timeout: float = 20.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(0.05)
 
 
 def test_cron_runs_open_deliver_and_stay_cheap(cron) -> None:

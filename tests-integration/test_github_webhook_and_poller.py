@@ -11,12 +11,13 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from integration_support import harness_texts, wait_for
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "packages" / "loop-cli" / "tests"))
 from fakegithub import FakeGitHub, served
@@ -34,15 +35,6 @@ TOKEN = "ghp_integrationTOKEN"
 SECRET = b"integration-secret"
 
 pytestmark = pytest.mark.tmux
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float = 20.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(0.05)
 
 
 @pytest.fixture
@@ -104,15 +96,7 @@ def poll(world: dict[str, Any]) -> Any:
 
 
 def messages(world: dict[str, Any]) -> list[str]:
-    texts = []
-    for path in world["convo"].glob("*.jsonl"):
-        for line in path.read_text().splitlines():
-            record = json.loads(line)
-            if record.get("event") == "message":
-                texts.append(record["text"])
-            if record.get("event") == "start" and record.get("prompt"):
-                texts.append(record["prompt"])
-    return texts
+    return harness_texts(world["convo"])
 
 
 def delivery(fake: FakeGitHub, comment_id: int) -> bytes:

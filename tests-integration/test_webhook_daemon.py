@@ -23,6 +23,7 @@ from typing import Any
 import httpx
 import pytest
 import yaml
+from integration_support import harness_texts, wait_for
 
 from loop_cli.webhook.verify import sign
 
@@ -130,15 +131,7 @@ class Daemon:
         return httpx.post(self.url + "/", content=body, headers=headers, timeout=10)
 
     def messages(self) -> list[str]:
-        out = []
-        for path in self.convo.glob("*.jsonl"):
-            for line in path.read_text().splitlines():
-                rec = json.loads(line)
-                if rec.get("event") == "start" and rec.get("prompt"):
-                    out.append(rec["prompt"])
-                if rec.get("event") == "message":
-                    out.append(rec["text"])
-        return out
+        return harness_texts(self.convo)
 
     def heartbeat(self) -> Any:
         from loop_cli.heartbeat import read
@@ -188,15 +181,6 @@ def comment(body: str, cid: int, login: str = "alice", number: int = 3) -> bytes
             "sender": {"login": login},
         }
     ).encode()
-
-
-def wait_for(predicate, timeout: float = 20.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(0.05)
 
 
 def test_bad_requests_get_their_status_and_the_daemon_lives_on(daemon: Daemon) -> None:
