@@ -15,7 +15,6 @@ from loop_cli.rotation.doctor import (
     GlobalEnvironment,
     env_doctor,
     global_environment,
-    parse_show_environment,
 )
 from loop_dispatch import WorkItemRef
 from loop_dispatch.registry import SessionRecord
@@ -27,11 +26,6 @@ def record(n: int) -> SessionRecord:
     ref = WorkItemRef.parse(f"local:proj#{n}")
     now = datetime.now(timezone.utc)
     return SessionRecord(ref, ref.slug(), ref.tmux_name(), "g", "c", Path("/"), "active", now, now)
-
-
-def test_parse_show_environment_skips_removed_names():
-    text = "A=1\n-REMOVED\nB=x=y\n\nC=\n"
-    assert parse_show_environment(text) == {"A": "1", "B": "x=y", "C": ""}
 
 
 def test_table_by_place_and_distinct_values():

@@ -115,3 +115,24 @@ def test_terminate_refuses_foreign_names(tmux: Tmux, tmp_path: Path) -> None:
 
 def test_terminate_absent_session_is_trivially_done(tmux: Tmux) -> None:
     assert tmux.terminate("loop-never-was") is True
+
+
+def test_global_environment_reads_the_server_table(tmux: Tmux) -> None:
+    assert tmux.global_environment() is None  # no server yet: nothing to read, not an error
+    _make_sessions(tmux, 1)
+    base = ["tmux", "-L", tmux.socket_name or "", "set-environment", "-g"]
+    subprocess.run([*base, "LOOP_FROZEN", "old=value"], check=True, timeout=10)
+    subprocess.run([*base, "-r", "LOOP_REMOVED"], check=True, timeout=10)
+    found = tmux.global_environment()
+    assert found is not None
+    assert found["LOOP_FROZEN"] == "old=value"
+    assert "LOOP_REMOVED" not in found
+    assert "-LOOP_REMOVED" not in found
+
+
+def test_global_environment_without_an_answer_raises(tmp_path: Path) -> None:
+    from loop_tmux import TmuxUnavailable
+
+    client = Tmux(binary=str(tmp_path / "no-tmux"), socket_name="loop-test-none")
+    with pytest.raises(TmuxUnavailable, match="cannot run"):
+        client.global_environment()

@@ -168,6 +168,22 @@ class Tmux:
             )
         return result
 
+    def global_environment(self, *, timeout: float | None = None) -> dict[str, str] | None:
+        """The server's global environment (`show-environment -g`); None when no server runs.
+
+        Names tmux marks removed (`-NAME`) are left out. The mapping holds values: the
+        caller decides what may be shown of them (the-loop shows fingerprints only).
+        Raises TmuxUnavailable when tmux does not answer.
+        """
+        answer = self._read(
+            ["show-environment", "-g"], self.timeout if timeout is None else timeout
+        )
+        if not answer.ok:
+            if runner.says_absent(answer):
+                return None
+            raise TmuxUnavailable(answer.error)
+        return parse_environment(answer.stdout)
+
     def pane_pids(self, name: str, *, timeout: float | None = None) -> list[int]:
         """Pids of the session's live panes (pid > 0); [] when the session is absent.
 
@@ -526,6 +542,16 @@ def _remove_socket(path: str) -> None:
             os.unlink(path)
     except FileNotFoundError:
         pass
+
+
+def parse_environment(text: str) -> dict[str, str]:
+    """`show-environment` lines: NAME=VALUE is set, `-NAME` is marked removed (skipped)."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        name, sep, value = line.partition("=")
+        if sep and name and not name.startswith("-"):
+            out[name] = value
+    return out
 
 
 def _running(pid: int) -> bool:

@@ -10,7 +10,6 @@ freeze is without a value ever being shown.
 from __future__ import annotations
 
 import os
-import subprocess
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -38,50 +37,17 @@ class GlobalEnvironment:
     server_running: bool = True
 
 
-def parse_show_environment(text: str) -> dict[str, str]:
-    """`show-environment -g` lines: NAME=VALUE set, `-NAME` marked removed (skipped)."""
-    out: dict[str, str] = {}
-    for line in text.splitlines():
-        if not line or line.startswith("-"):
-            continue
-        name, sep, value = line.partition("=")
-        if sep and name:
-            out[name] = value
-    return out
-
-
 def global_environment(tmux: Tmux) -> GlobalEnvironment:
-    """Read the server's global environment through the client's binary and socket.
+    """tmux's global environment through the client; silence is unknown, never empty."""
+    from loop_tmux import TmuxUnavailable
 
-    Run here rather than added to loop-tmux: only doctor needs it. The output holds
-    values, so it never leaves this function except as a mapping to fingerprint.
-    """
-    argv = [tmux.binary]
-    if tmux.socket_name is not None:
-        argv += ["-L", tmux.socket_name]
-    if tmux.socket_path is not None:
-        argv += ["-S", tmux.socket_path]
-    argv += ["show-environment", "-g"]
-    env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
     try:
-        done = subprocess.run(
-            argv,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=GLOBAL_ENV_TIMEOUT,
-            env=env,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        return GlobalEnvironment(None, f"tmux did not answer within {GLOBAL_ENV_TIMEOUT:g}s")
-    except OSError as err:
-        return GlobalEnvironment(None, f"cannot run {tmux.binary}: {err.strerror or err}")
-    if done.returncode != 0:
-        said = " ".join(done.stderr.decode("utf-8", "replace").split())
-        if "no server running" in said or "error connecting" in said:
-            return GlobalEnvironment({}, None, server_running=False)
-        return GlobalEnvironment(None, said or f"tmux exited {done.returncode}")
-    return GlobalEnvironment(parse_show_environment(done.stdout.decode("utf-8", "surrogateescape")))
+        values = tmux.global_environment(timeout=GLOBAL_ENV_TIMEOUT)
+    except TmuxUnavailable as err:
+        return GlobalEnvironment(None, str(err))
+    if values is None:
+        return GlobalEnvironment({}, None, server_running=False)
+    return GlobalEnvironment(values)
 
 
 @dataclass(frozen=True)
