@@ -13,8 +13,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,9 +35,9 @@ def _clean_env(**extra: str) -> dict[str, str]:
 class Loop:
     """A config on a private tmux socket, and helpers to run `the-loop` against it."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, socket: str) -> None:
         self.root = root
-        self.socket = f"loop-test-clie2e-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self.socket = socket
         self.agent_dir = root / "agent"
         (root / "work").mkdir(parents=True)
         self.config = root / "config.yaml"
@@ -97,10 +95,8 @@ class Loop:
 
 
 @pytest.fixture
-def loop(tmp_path: Path) -> Iterator[Loop]:
-    lp = Loop(tmp_path)
-    yield lp
-    lp.tmux("kill-server")  # our private server only
+def loop(tmp_path: Path, tmux_socket: str) -> Loop:
+    return Loop(tmp_path, tmux_socket)  # tmux_socket ends our private server and its file
 
 
 def test_poll_once_spawns_then_delivers(loop: Loop) -> None:
