@@ -48,7 +48,10 @@ def test_lookalike_refs_never_share_a_record(store: Store) -> None:
 def test_stored_name_is_read_back_not_rederived(store: Store) -> None:
     store.registry.register(A, harness="h", conversation_id="c", cwd="/a")
     with store.transaction() as conn:
-        conn.execute("UPDATE sessions SET tmux_name = 'loop-legacy' WHERE work_item = ?", (str(A),))
+        conn.execute(
+            "UPDATE sessions SET slug = 'legacy', tmux_name = 'loop-legacy' WHERE work_item = ?",
+            (str(A),),
+        )
     assert store.registry.get(A).tmux_name == "loop-legacy"
     assert store.registry.by_tmux_name("loop-legacy").work_item == A
 

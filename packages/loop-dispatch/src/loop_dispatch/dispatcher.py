@@ -38,7 +38,7 @@ from .adapters import HarnessAdapter, new_conversation_id
 from .eventlog import EventLog
 from .framing import frame, spawn_prompt
 from .launch import Launcher, default_launcher
-from .lock import LockTimeout, item_lock
+from .lock import LockTimeout, LockUnavailable, item_lock
 from .model import Event, EventKind, WorkItemRef
 from .registry import SessionRecord
 from .store import Store, StoreError
@@ -127,6 +127,10 @@ class Dispatcher:
             outcome = _failed("item_locked", _one_line(str(exc)))
             self._emit_failed(event, outcome)
             return outcome
+        except LockUnavailable as exc:
+            outcome = _failed("lock_unavailable", _one_line(str(exc)))
+            self._emit_failed(event, outcome, level="error")
+            return outcome
 
     def _dispatch_locked(self, event: Event) -> Outcome:
         """The tree for one event, with the lock held: claim, decide, settle."""
@@ -141,6 +145,9 @@ class Dispatcher:
             return self._duplicate(event)
         try:
             outcome = self._decide(event)
+        except StoreError as exc:  # a hand-edited or damaged row: named, never guessed at
+            outcome = _failed("store_unavailable", _one_line(str(exc)))
+            self._emit_failed(event, outcome, level="error")
         except TmuxUnavailable as exc:
             outcome = _failed("tmux_unavailable", _one_line(str(exc)))
             self._emit_failed(event, outcome)
@@ -171,8 +178,11 @@ class Dispatcher:
         With `kill_harness_on_close=False` the harness is left running; a later event
         then meets it as an unregistered live occupant and fails loudly (never kills).
         """
-        with item_lock(self.lock_dir, ref, self.lock_timeout):
-            return self._close(ref, delivery_id)
+        try:
+            with item_lock(self.lock_dir, ref, self.lock_timeout):
+                return self._close(ref, delivery_id)
+        except LockUnavailable as exc:
+            return _failed("lock_unavailable", _one_line(str(exc)))
 
     # -- settling ----------------------------------------------------------------------
 

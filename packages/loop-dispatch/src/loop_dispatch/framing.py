@@ -8,11 +8,18 @@ tmux's new-session command; tmux refuses a command over its 16 KiB message size
 ("command too long"), so a long body would fail every spawn and respawn of its item.
 `spawn_prompt` therefore cuts the body to fit, and says so outside the fence, pointing
 at the link; a paste into a running session always carries the whole text.
+
+The framed text is also made safe for both of its roads: control characters (NUL, ESC,
+C1) become visible stand-ins and lone surrogates U+FFFD, so a body can neither break the
+argv a spawn passes (NUL, un-encodable text), nor drive the terminal of a harness that
+echoes its prompt, and the spawn prompt and the paste carry the same text.
 """
 
 from __future__ import annotations
 
 import re
+
+from loop_tmux import neutralise
 
 from .model import Event, EventKind
 
@@ -23,6 +30,7 @@ __all__ = ["PROMPT_MAX_BYTES", "fence_for", "frame", "spawn_prompt"]
 PROMPT_MAX_BYTES = 8192
 
 _BACKTICKS = re.compile(r"`+")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _KIND_WORDS = {
     EventKind.COMMENT: "New comment",
     EventKind.OPENED: "Work item opened",
@@ -40,6 +48,11 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+def _printable(text: str) -> str:
+    """Controls made visible (one character each), lone surrogates U+FFFD."""
+    return _SURROGATE.sub("\ufffd", neutralise(text))
+
+
 def _utf8_len(text: str) -> int:
     return len(text.encode("utf-8", "surrogatepass"))
 
@@ -50,7 +63,7 @@ def frame(event: Event, *, shown: int | None = None) -> str:
     `shown`: only the first `shown` characters of the body, followed (outside the
     fence) by a line saying how much was cut and where the whole text is.
     """
-    full = event.body.replace("\r\n", "\n").replace("\r", "\n")
+    full = _printable(event.body.replace("\r\n", "\n").replace("\r", "\n"))
     body = full if shown is None else full[:shown]
     fence = fence_for(body)
     header = (
@@ -73,7 +86,7 @@ def frame(event: Event, *, shown: int | None = None) -> str:
             f"(The text was cut: {len(body)} of {len(full)} characters are shown above; "
             f"read the whole of it {where}.)"
         )
-    return "\n".join(lines)
+    return _printable("\n".join(lines))
 
 
 def spawn_prompt(event: Event, max_bytes: int = PROMPT_MAX_BYTES) -> tuple[str, int]:

@@ -15,11 +15,18 @@ from pathlib import Path
 
 from .model import WorkItemRef
 
-__all__ = ["LockTimeout", "item_lock", "lock_path"]
+__all__ = ["LockTimeout", "LockUnavailable", "item_lock", "lock_path"]
 
 
 class LockTimeout(Exception):
     """The item stayed locked by another process past the timeout."""
+
+
+class LockUnavailable(Exception):
+    """The lock file cannot be made or opened (the lock dir is a file, unwritable, ...).
+
+    `str(err)` is one line naming the path and the OS's reason.
+    """
 
 
 def lock_path(lock_dir: str | Path, ref: WorkItemRef) -> Path:
@@ -32,8 +39,13 @@ def item_lock(
 ) -> Iterator[Path]:
     """Hold `ref`'s lock for the block. `timeout=None` waits as long as it takes."""
     path = lock_path(lock_dir, ref)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise LockUnavailable(
+            f"cannot open the lock of {ref} at {path}: {exc.strerror or exc}"
+        ) from None
     try:
         if timeout is None:
             fcntl.flock(fd, fcntl.LOCK_EX)

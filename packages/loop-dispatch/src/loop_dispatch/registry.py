@@ -1,8 +1,9 @@
 """The session registry: one record per work item, naming its tmux session and conversation.
 
 The slug and tmux name are derived once, at register, and stored; later code reads the
-stored name and never re-derives it, so a change to the slug scheme cannot orphan a
-running session. Every lookup re-checks the stored ref against the one asked for.
+stored name. Every lookup re-checks the stored ref against the one asked for, and the
+stored slug and tmux name against that ref, so a row can never aim one item's events at
+another item's session (a future change of the slug scheme must migrate the rows).
 """
 
 from __future__ import annotations
@@ -49,6 +50,30 @@ class SessionRecord:
         return self.status == "active"
 
 
+def slug_owner(slug: str) -> WorkItemRef | None:
+    """The ref whose current slug is `slug`, or None (a legacy or foreign slug).
+
+    The slug code is prefix-free (see `WorkItemRef.slug`), so it reads back uniquely.
+    """
+    source, _, rest = slug.partition("_")
+    escaped, _, number = rest.rpartition("_")
+    if source == "gh":
+        owner, _, escaped = escaped.partition("_")
+        project_prefix = owner + "/"
+    elif source == "local":
+        project_prefix = ""
+    else:
+        return None
+    name = escaped.replace("__", "\0").replace("_d", ".").replace("\0", "_")
+    try:
+        ref = WorkItemRef(
+            "github" if source == "gh" else "local", project_prefix + name, int(number)
+        )
+    except (RefError, ValueError):
+        return None
+    return ref if ref.slug() == slug else None
+
+
 class Registry:
     """Registry operations over a Store; each change is one transaction."""
 
@@ -66,6 +91,17 @@ class Registry:
             raise StoreError(self._store.path, f"sessions row {row[0]!r} does not match {expected}")
         if row[6] not in ("active", "closed"):
             raise StoreError(self._store.path, f"sessions row {row[0]!r}: bad status {row[6]!r}")
+        # A row naming another item's session (hand-edited, or a bug) must never become a
+        # tmux target: it would paste this item's comments into another agent. The stored
+        # name is kept (a legacy slug still reads back) but must be `loop-<stored slug>`,
+        # and a slug that is some OTHER item's slug is refused.
+        owner = slug_owner(row[1]) if isinstance(row[1], str) else None
+        if row[2] != f"loop-{row[1]}" or (owner is not None and owner != ref):
+            raise StoreError(
+                self._store.path,
+                f"sessions row {row[0]!r}: tmux_name {row[2]!r} / slug {row[1]!r} do not "
+                f"belong to it; refusing to use them (remedy: the-loop sessions reset {ref})",
+            )
         return SessionRecord(
             work_item=ref,
             slug=row[1],
@@ -74,9 +110,17 @@ class Registry:
             conversation_id=row[4],
             cwd=Path(row[5]),
             status=row[6],
-            created_at=datetime.fromisoformat(row[7]),
-            updated_at=datetime.fromisoformat(row[8]),
+            created_at=self._timestamp(row, 7, "created_at"),
+            updated_at=self._timestamp(row, 8, "updated_at"),
         )
+
+    def _timestamp(self, row: sqlite3.Row | tuple[Any, ...], index: int, column: str) -> datetime:
+        try:
+            return datetime.fromisoformat(row[index])
+        except (TypeError, ValueError):
+            raise StoreError(
+                self._store.path, f"sessions row {row[0]!r}: bad {column} {row[index]!r}"
+            ) from None
 
     def get(self, ref: WorkItemRef) -> SessionRecord | None:
         rows = self._store.query(_SELECT + " WHERE work_item = ?", (str(ref),))
