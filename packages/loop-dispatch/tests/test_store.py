@@ -208,3 +208,27 @@ def test_processes_opening_one_fresh_store_together_all_succeed(tmp_path: Path) 
             assert out.strip() == "ok", err
         with Store.open(state) as store:
             assert len(store.meta.items("opened-")) == 4
+
+
+def _store_with_a_damaged_data_page(tmp_path: Path) -> Path:
+    """A store that opens (schema pages intact) but whose session rows are garbage."""
+    with Store.open(tmp_path / "st") as store:
+        for n in range(1, 300):
+            store.registry.register(
+                WorkItemRef.parse(f"local:p#{n}"), harness="h", conversation_id="c" * 200, cwd="/"
+            )
+    path = tmp_path / "st" / "state.db"
+    with path.open("r+b") as f:
+        f.seek(path.stat().st_size // 2)
+        f.write(b"\xff" * 4096)
+    return path
+
+
+def test_a_damaged_page_found_by_a_read_is_a_store_error_naming_the_file(tmp_path: Path) -> None:
+    path = _store_with_a_damaged_data_page(tmp_path)
+    with Store.open(tmp_path / "st") as store:
+        with pytest.raises(StoreError, match=str(path)) as err:
+            store.registry.list()
+        assert "\n" not in str(err.value)
+        with pytest.raises(StoreError, match=str(path)), store.transaction() as conn:
+            conn.execute("DELETE FROM sessions")

@@ -13,7 +13,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -209,6 +209,13 @@ class Store:
             self._depth = 1
             try:
                 yield self._conn
+            except sqlite3.DatabaseError as exc:
+                self._depth = 0
+                with suppress(sqlite3.Error):  # a damaged file may refuse even this
+                    self._conn.execute("ROLLBACK")
+                if isinstance(exc, (sqlite3.IntegrityError, sqlite3.OperationalError)):
+                    raise  # a broken constraint, a busy file, bad SQL: the caller's case
+                raise StoreError(self.path, f"cannot write: {_one_line(exc)}") from None
             except BaseException:
                 self._depth = 0
                 self._conn.execute("ROLLBACK")
@@ -223,9 +230,12 @@ class Store:
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
         """A read (its own snapshot under WAL; never waits for a writer)."""
         with self._lock:
-            cur = self._conn.execute(sql, params)
-            cur.row_factory = sqlite3.Row
-            return cur.fetchall()
+            try:
+                cur = self._conn.execute(sql, params)
+                cur.row_factory = sqlite3.Row
+                return cur.fetchall()
+            except sqlite3.DatabaseError as exc:  # a damaged page, a vanished file, ...
+                raise StoreError(self.path, f"cannot read: {_one_line(exc)}") from None
 
     # -- schemas -------------------------------------------------------------------
 
