@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -272,3 +273,20 @@ def test_follow_rotation_between_the_call_and_the_first_next_loses_nothing(
         log.emit("n.x", source="t", detail={"i": i})
     assert len(log.files()) == 2
     assert _ids(_take(gen, 10)) == list(range(10))
+
+
+def test_a_lone_surrogate_in_a_field_never_makes_emit_raise(tmp_path: Path) -> None:
+    log = EventLog(tmp_path / "events.jsonl")
+    log.emit("dispatch.failed", source="t", delivery_id="comment:x:\ud800", detail={"e": "\udc80"})
+    (record,) = log.read()
+    assert record["deliveryId"] == "comment:x:\ud800"
+    assert record["detail"] == {"e": "\udc80"}
+    (tmp_path / "events.jsonl").read_bytes().decode("utf-8")  # the file stays valid UTF-8
+
+
+def test_an_event_log_whose_directory_vanishes_is_recreated(tmp_path: Path) -> None:
+    log = EventLog(tmp_path / "logs" / "events.jsonl")
+    log.emit("poll.cycle", source="t")
+    shutil.rmtree(tmp_path / "logs")
+    log.emit("poll.cycle", source="t", detail={"n": 2})
+    assert [r["detail"] for r in log.read()] == [{"n": 2}]

@@ -164,7 +164,10 @@ class EventLog:
             "deliveryId": delivery_id,
             "detail": clean,
         }
-        line = (json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+        text = json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
+        # A lone surrogate (only ever inside a JSON string) is written as its JSON escape,
+        # so the line stays valid UTF-8 and valid JSON, and emit never raises for it.
+        line = text.encode("utf-8", "backslashreplace")
         with suppress(OSError):
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
