@@ -30,6 +30,18 @@ def test_frame_carries_no_control_character_nul_or_lone_surrogate(make_event):
     assert (prompt, cut) == (frame(make_event(REF, body=HOSTILE)), 0)
 
 
+def test_an_oversized_author_or_link_cannot_push_a_spawn_prompt_past_its_bound(make_event):
+    from dataclasses import replace
+
+    from loop_dispatch.framing import PROMPT_MAX_BYTES
+
+    event = replace(make_event(REF, body="x" * 20_000, actor="a" * 20_000), url="u" * 20_000)
+    prompt, cut = spawn_prompt(event)
+    assert len(prompt.encode()) <= PROMPT_MAX_BYTES
+    assert cut > 0
+    assert "x" * 1000 in prompt  # the body, not the header, fills the room
+
+
 @pytest.mark.tmux
 def test_a_body_with_nul_escape_and_surrogates_spawns_on_real_tmux(
     real_tmux, fake_harness, make_dispatcher, make_event, store, read_conversation, wait_for
