@@ -97,10 +97,12 @@ class Registry:
         # and a slug that is some OTHER item's slug is refused.
         owner = slug_owner(row[1]) if isinstance(row[1], str) else None
         if row[2] != f"loop-{row[1]}" or (owner is not None and owner != ref):
+            remedy = f"DELETE FROM sessions WHERE work_item = '{ref}'"  # noqa: S608 (shown)
             raise StoreError(
                 self._store.path,
                 f"sessions row {row[0]!r}: tmux_name {row[2]!r} / slug {row[1]!r} do not "
-                f"belong to it; refusing to use them (remedy: the-loop sessions reset {ref})",
+                f"belong to it; refusing to use them (remedy: sqlite3 {self._store.path} "
+                f'"{remedy}")',
             )
         return SessionRecord(
             work_item=ref,
