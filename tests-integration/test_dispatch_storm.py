@@ -23,6 +23,7 @@ pytestmark = pytest.mark.tmux
 REF = WorkItemRef.parse("github:acme/storm#9")
 EVENTS = 6
 PROCESSES = 4
+FAKE_HARNESS = Path(__file__).parent / "harness" / "fake_harness.py"
 
 STORMER = textwrap.dedent(
     """
@@ -59,8 +60,6 @@ STORMER = textwrap.dedent(
 def test_four_processes_storming_one_item_spawn_once_and_deliver_each_event_once(
     tmux_socket, tmp_path, monkeypatch
 ):
-    from conftest import FAKE_HARNESS
-
     convo = tmp_path / "conversations"
     convo.mkdir()
     monkeypatch.setenv("FAKE_HARNESS_DIR", str(convo))
