@@ -318,3 +318,27 @@ def test_dispatch_waits_at_most_dispatch_timeout_for_the_item_lock(
         f"Error: could not start {ref}: work item {ref} is locked by another process"
     )
     assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+def test_second_poll_daemon_on_one_state_dir_is_refused(run_cli, loop_config, isolated):
+    """Two pollers would share one heartbeat: the first to stop would mark the other
+    "stopped" while it still runs. The second refuses to start (exit 1) and touches nothing."""
+    import fcntl
+
+    assert run_cli("poll", "start", "--cycles", "1").exit_code == 0  # creates the state dir
+    lock_file = isolated / "state" / "locks" / "_poller.daemon"
+    lock_file.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_file, "a+") as held:  # what a running `poll start` holds
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        second = run_cli("poll", "start", "--cycles", "1")
+    assert second.exit_code == 1, second.output
+    assert "Error: a poller daemon is already running on state dir" in second.output
+    assert "Traceback" not in second.output
+    assert "cycle(s)" not in second.output
+    store = Store.open(isolated / "state")
+    hb = heartbeat.read(store, "poller")
+    store.close()
+    assert hb is not None
+    assert hb.state == "stopped"  # the first run's record, untouched
+    again = run_cli("poll", "start", "--cycles", "1")  # once released, it starts
+    assert again.exit_code == 0, again.output

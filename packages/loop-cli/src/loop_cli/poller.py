@@ -7,8 +7,10 @@ loop goes on: one bad cycle must not stop the daemon.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +22,31 @@ if TYPE_CHECKING:
     from .runtime import Runtime
 
 SERVICE = "poller"
+DAEMON_LOCK = "_poller.daemon"  # in the lock dir; item locks are <slug>.lock
+
+
+@contextlib.contextmanager
+def daemon_lock(rt: Runtime) -> Iterator[None]:
+    """Hold the one-poller-per-state-dir lock for the daemon's life.
+
+    Two daemons on one state dir would share one heartbeat (the first to stop marks the
+    other "stopped" while it runs), so the second refuses. flock is released by the
+    kernel when the process dies, so a crash never leaves a stale lock.
+    """
+    from .errors import OperationalError
+
+    rt.lock_dir.mkdir(parents=True, exist_ok=True)
+    with open(rt.lock_dir / DAEMON_LOCK, "a+") as handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            current = heartbeat.read(rt.store, SERVICE)
+            pid = f" (pid {current.pid})" if current and current.state == "running" else ""
+            raise OperationalError(
+                f"a poller daemon is already running on state dir {rt.state_dir}{pid};"
+                " stop it first (one poller per state dir)"
+            ) from None
+        yield
 
 
 def stale_after(interval: float) -> float:

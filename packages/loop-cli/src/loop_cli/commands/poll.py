@@ -64,23 +64,24 @@ def poll(ctx: click.Context, once: bool) -> None:
 @click.pass_context
 def start(ctx: click.Context, cycles: int | None) -> None:
     """Poll in the foreground at polling.intervalSeconds until SIGTERM or SIGINT."""
-    from ..poller import run_forever
+    from ..poller import daemon_lock, run_forever
 
     rt = runtime(ctx)
     rt.source()  # refuse at once (exit 2) on a source that cannot be built
-    stop = threading.Event()
+    with daemon_lock(rt):  # refuse (exit 1) while another poller runs on this state dir
+        stop = threading.Event()
 
-    def on_signal(signum: int, _frame: object) -> None:
-        stop.set()
+        def on_signal(signum: int, _frame: object) -> None:
+            stop.set()
 
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
-    click.echo(
-        f"the-loop poller: every {rt.config.polling.interval_seconds:g}s, tracker "
-        f"{rt.config.tracker}, state {rt.state_dir}"
-    )
-    try:
-        n = run_forever(rt, stop, on_cycle=lambda s: click.echo(_line(s)), max_cycles=cycles)
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+        click.echo(
+            f"the-loop poller: every {rt.config.polling.interval_seconds:g}s, tracker "
+            f"{rt.config.tracker}, state {rt.state_dir}"
+        )
+        try:
+            n = run_forever(rt, stop, on_cycle=lambda s: click.echo(_line(s)), max_cycles=cycles)
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
     click.echo(f"the-loop poller: stopped after {n} cycle(s)")
