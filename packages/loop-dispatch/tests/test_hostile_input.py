@@ -135,3 +135,28 @@ def test_a_lock_dir_that_is_a_file_is_a_clear_failure(
     assert str(tmp_path / "locks") in outcome.detail
     assert store.registry.get(REF) is None
     assert disp.close(REF).reason == "lock_unavailable"
+
+
+@pytest.mark.parametrize(
+    "conversation_id", ["--dangerously-skip-permissions", "-e", "", "a b", "x" * 200, "id\n"]
+)
+def test_a_hand_edited_conversation_id_that_could_act_as_a_flag_is_refused(store, conversation_id):
+    store.registry.register(REF, harness="claude-code", conversation_id="c1", cwd="/")
+    _edit(
+        store,
+        "UPDATE sessions SET conversation_id = ? WHERE work_item = ?",
+        (conversation_id, str(REF)),
+    )
+    with pytest.raises(StoreError, match="conversation_id"):
+        store.registry.get(REF)
+
+
+def test_the_remedy_named_for_a_refused_row_removes_it(store):
+    import re
+
+    store.registry.register(REF, harness="claude-code", conversation_id="c1", cwd="/")
+    _edit(store, "UPDATE sessions SET tmux_name = 'loop-x' WHERE work_item = ?", (str(REF),))
+    with pytest.raises(StoreError) as err:
+        store.registry.get(REF)
+    _edit(store, re.search(r'"(DELETE [^"]+)"', str(err.value)).group(1))
+    assert store.registry.get(REF) is None

@@ -215,7 +215,7 @@ def _store_with_a_damaged_data_page(tmp_path: Path) -> Path:
     with Store.open(tmp_path / "st") as store:
         for n in range(1, 300):
             store.registry.register(
-                WorkItemRef.parse(f"local:p#{n}"), harness="h", conversation_id="c" * 200, cwd="/"
+                WorkItemRef.parse(f"local:p#{n}"), harness="h" * 200, conversation_id="c", cwd="/"
             )
     path = tmp_path / "st" / "state.db"
     with path.open("r+b") as f:

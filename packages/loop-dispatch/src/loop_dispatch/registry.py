@@ -8,6 +8,7 @@ another item's session (a future change of the slug scheme must migrate the rows
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from dataclasses import dataclass
 from datetime import datetime
@@ -23,6 +24,8 @@ if TYPE_CHECKING:
 __all__ = ["Registry", "SessionRecord", "SessionStatus"]
 
 SessionStatus = Literal["active", "closed"]
+# What a conversation id may be (ours are uuid4s): never a flag, a space or a newline.
+_CONVERSATION_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
 _COLUMNS = (
     "work_item, slug, tmux_name, harness, conversation_id, cwd, status, created_at, updated_at"
 )
@@ -103,6 +106,14 @@ class Registry:
                 f"sessions row {row[0]!r}: tmux_name {row[2]!r} / slug {row[1]!r} do not "
                 f"belong to it; refusing to use them (remedy: sqlite3 {self._store.path} "
                 f'"{remedy}")',
+            )
+        # The conversation id reaches the harness's argv (`--resume ID`): one that could
+        # read as a flag or hold a separator is refused, not passed.
+        if row[4] is not None and not (
+            isinstance(row[4], str) and _CONVERSATION_ID_RE.fullmatch(row[4])
+        ):
+            raise StoreError(
+                self._store.path, f"sessions row {row[0]!r}: bad conversation_id {row[4]!r}"
             )
         return SessionRecord(
             work_item=ref,
