@@ -31,5 +31,5 @@ def neutralise(text: str) -> str:
 
 
 def encode(text: str) -> bytes:
-    """UTF-8 bytes of the neutralised text (lone surrogates become U+FFFD)."""
+    """UTF-8 bytes of the neutralised text (a lone surrogate becomes `?`)."""
     return neutralise(text).encode("utf-8", errors="replace")
