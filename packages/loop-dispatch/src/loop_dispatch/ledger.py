@@ -54,6 +54,10 @@ def _entry(row: tuple[Any, ...]) -> LedgerEntry:
             event = Event.from_dict(json.loads(row[5]))
         except ValueError:
             event = None  # a hand-edited row: reported as a pending entry without event
+        # The event must be this row's: a stored event naming another delivery or item
+        # (hand-edited) would be sent there and settled here.
+        if event is not None and (event.delivery_id, str(event.work_item)) != (row[0], row[2]):
+            event = None
     delivery_id, source, work_item, state, attempts = row[:5]
     last_outcome, gave_up_version, rearm_count, first_seen, last_seen = row[6:]
     return LedgerEntry(
