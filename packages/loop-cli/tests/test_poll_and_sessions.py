@@ -342,3 +342,28 @@ def test_second_poll_daemon_on_one_state_dir_is_refused(run_cli, loop_config, is
     assert hb.state == "stopped"  # the first run's record, untouched
     again = run_cli("poll", "start", "--cycles", "1")  # once released, it starts
     assert again.exit_code == 0, again.output
+
+
+@pytest.mark.parametrize(
+    "command",
+    [("poll", "--once"), ("poll", "start", "--cycles", "1"), ("sessions", "start", "local:loop#1")],
+)
+def test_missing_harness_binary_is_refused_before_any_event_is_consumed(
+    command, run_cli, write_config, tmux_socket, isolated
+):
+    """A harness that cannot start dies in its pane at once; the dispatcher would count
+    the spawn as processed and the opening event would be used up. Refuse up front."""
+    (isolated / "work").mkdir(exist_ok=True)
+    missing = "no-such-agent-bin-7f3a"
+    base = {"routing": {"tmuxSocket": tmux_socket}, "harness": {"cwd": str(isolated / "work")}}
+    write_config({**base, "harness": {**base["harness"], "argv": [missing, "{prompt}"]}})
+    ref = run_cli("item", "open", "Never lost").output.strip()
+    refused = run_cli(*command)
+    assert refused.exit_code == 2, refused.output
+    assert refused.output.count("\n") == 1
+    assert f"harness.argv[0]: harness binary {missing!r} is not found on PATH" in refused.output
+    assert _record(isolated, ref) is None
+    write_config(base)  # fixed: the opening event is still there to be handled
+    fixed = run_cli("poll", "--once")
+    assert "1 new, 1 processed" in fixed.output, fixed.output
+    assert _record(isolated, ref) is not None

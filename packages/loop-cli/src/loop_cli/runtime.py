@@ -157,6 +157,41 @@ class Runtime:
             kill_harness_on_close=self.config.sessions.kill_harness_on_close,
         )
 
+    def check_harness(self) -> None:
+        """Refuse (exit 2, naming the key) when the harness program cannot be found.
+
+        Checked before anything is dispatched: a harness that cannot start dies in its
+        pane at once, and the dispatcher would count that spawn as done, using up the
+        event. A bare name is looked up on the PATH the launcher will use (the env
+        file's, when it declares one); a relative path is left to the pane's cwd.
+        """
+        import os
+        import shutil
+
+        from .rotation.launcher import env_file_path
+        from .rotation.restart import harness_problem
+
+        harness = self.config.harness
+        if harness.adapter == "generic":
+            program, key = harness.generic_argv()[0][0], "harness.argv[0]"
+        else:
+            program, key = harness.resolved_binary(), "harness.binary"
+        if os.sep in program and not os.path.isabs(os.path.expanduser(program)):
+            return
+        declared: dict[str, str] = {}
+        file = env_file_path(self.config)
+        if file is not None:
+            from loop_envstate import EnvFileError
+            from loop_envstate import declared as read_env_file
+
+            with contextlib.suppress(EnvFileError, OSError):
+                env = read_env_file(file)
+                declared = dict(env.values) if env is not None else {}
+        problem = harness_problem(os.path.expanduser(program), declared, shutil.which)
+        if problem is not None:
+            where = self.loaded.path or "embedded defaults"
+            raise ConfigError([f"{where}: {key}: {problem}"])
+
     def source(self) -> Source:
         """The configured source, built once per process: it keeps HTTP connections."""
         if self._source is None:

@@ -64,7 +64,10 @@ def start(ctx: click.Context, ref: str) -> None:
     """Start the item's session now (and watch the item)."""
     from ..sessions import start as start_session
 
-    row = start_session(runtime(ctx), parse_ref(ref))
+    item = parse_ref(ref)
+    rt = runtime(ctx)
+    rt.check_harness()
+    row = start_session(rt, item)
     click.echo(f"{row['ref']}: {row['outcome']} ({row['tmuxName']})")
 
 
