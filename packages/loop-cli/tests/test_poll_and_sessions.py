@@ -367,3 +367,42 @@ def test_missing_harness_binary_is_refused_before_any_event_is_consumed(
     fixed = run_cli("poll", "--once")
     assert "1 new, 1 processed" in fixed.output, fixed.output
     assert _record(isolated, ref) is not None
+
+
+def test_env_file_gone_mid_run_dispatches_nothing_until_it_returns(
+    run_cli, write_config, tmux_socket, isolated
+):
+    """With env.file set every pane starts under the launcher, which cannot start the
+    harness without the file: a spawn then would die at once and use up its event."""
+    from loop_cli.config import load_config
+    from loop_cli.errors import ConfigError
+    from loop_cli.poller import run_cycle
+    from loop_cli.runtime import Runtime
+
+    (isolated / "work").mkdir(exist_ok=True)
+    env_file = isolated / "agent.env"
+    env_file.write_text("API_TOKEN=t0ken-value\n", encoding="utf-8")
+    write_config(
+        {
+            "routing": {"tmuxSocket": tmux_socket},
+            "harness": {"cwd": str(isolated / "work")},
+            "env": {"file": str(env_file)},
+        }
+    )
+    ref = run_cli("item", "open", "Keep me").output.strip()
+    env_file.rename(isolated / "agent.env.moved")  # deleted while the daemon runs
+    refused = run_cli("poll", "--once")
+    assert refused.exit_code == 2, refused.output
+    assert "env.file:" in refused.output
+    assert "does not exist" in refused.output
+    rt = Runtime(load_config(None))
+    try:
+        with pytest.raises(ConfigError, match=r"env\.file"):
+            run_cycle(rt)  # what the daemon's cycle records as poll.error
+    finally:
+        rt.close()
+    assert _record(isolated, ref) is None
+    (isolated / "agent.env.moved").rename(env_file)
+    back = run_cli("poll", "--once")
+    assert "1 new, 1 processed" in back.output, back.output
+    assert _record(isolated, ref) is not None

@@ -55,7 +55,12 @@ def stale_after(interval: float) -> float:
 
 
 def run_cycle(rt: Runtime) -> CycleReport:
-    """One poll cycle over the configured source (raises on a store/config failure)."""
+    """One poll cycle over the configured source (raises on a store/config failure).
+
+    A pane that could not start the harness (env file gone, program missing) would use
+    up its event, so such a cycle dispatches nothing and raises ConfigError instead.
+    """
+    rt.check_launch()
     from loop_dispatch.poll import run_poll_cycle
 
     return run_poll_cycle(

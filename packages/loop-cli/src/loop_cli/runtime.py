@@ -157,13 +157,15 @@ class Runtime:
             kill_harness_on_close=self.config.sessions.kill_harness_on_close,
         )
 
-    def check_harness(self) -> None:
-        """Refuse (exit 2, naming the key) when the harness program cannot be found.
+    def check_launch(self) -> None:
+        """Refuse (exit 2, naming the key) when a pane could not start the harness: the
+        configured env file is gone or unreadable, or the harness program is not found.
 
-        Checked before anything is dispatched: a harness that cannot start dies in its
-        pane at once, and the dispatcher would count that spawn as done, using up the
-        event. A bare name is looked up on the PATH the launcher will use (the env
-        file's, when it declares one); a relative path is left to the pane's cwd.
+        Checked before anything is dispatched (and by every poll cycle): a harness that
+        cannot start dies in its pane at once, and the dispatcher would count that spawn
+        as done, using up the event. A bare name is looked up on the PATH the launcher
+        will use (the env file's, when it declares one); a relative path is left to the
+        pane's cwd.
         """
         import os
         import shutil
@@ -178,18 +180,20 @@ class Runtime:
             program, key = harness.resolved_binary(), "harness.binary"
         if os.sep in program and not os.path.isabs(os.path.expanduser(program)):
             return
+        where = self.loaded.path or "embedded defaults"
         declared: dict[str, str] = {}
         file = env_file_path(self.config)
         if file is not None:
             from loop_envstate import EnvFileError
             from loop_envstate import declared as read_env_file
 
-            with contextlib.suppress(EnvFileError, OSError):
+            try:
                 env = read_env_file(file)
-                declared = dict(env.values) if env is not None else {}
+            except EnvFileError as err:
+                raise ConfigError([f"{where}: env.file: {err}"]) from None
+            declared = dict(env.values) if env is not None else {}
         problem = harness_problem(os.path.expanduser(program), declared, shutil.which)
         if problem is not None:
-            where = self.loaded.path or "embedded defaults"
             raise ConfigError([f"{where}: {key}: {problem}"])
 
     def source(self) -> Source:

@@ -41,7 +41,6 @@ def poll(ctx: click.Context, once: bool) -> None:
     from ..poller import cycle_summary, record_once, run_cycle
 
     rt = runtime(ctx)
-    rt.check_harness()
     report = run_cycle(rt)
     summary = cycle_summary(report)
     record_once(rt, summary)
@@ -69,7 +68,7 @@ def start(ctx: click.Context, cycles: int | None) -> None:
 
     rt = runtime(ctx)
     rt.source()  # refuse at once (exit 2) on a source that cannot be built
-    rt.check_harness()
+    rt.check_launch()
     with daemon_lock(rt):  # refuse (exit 1) while another poller runs on this state dir
         stop = threading.Event()
 

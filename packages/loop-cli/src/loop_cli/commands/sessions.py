@@ -66,7 +66,7 @@ def start(ctx: click.Context, ref: str) -> None:
 
     item = parse_ref(ref)
     rt = runtime(ctx)
-    rt.check_harness()
+    rt.check_launch()
     row = start_session(rt, item)
     click.echo(f"{row['ref']}: {row['outcome']} ({row['tmuxName']})")
 
