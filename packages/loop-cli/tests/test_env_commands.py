@@ -105,3 +105,10 @@ def test_doctor_without_a_tmux_server_says_so_not_unset():
     text = render_doctor(report)
     assert "TOKEN  aaaaaaaaaaaa  unset         no server    -" in text
     assert "tmux global environment: no tmux server running" in text
+
+
+def test_doctor_names_malformed_lines_by_number_not_as_a_count():
+    """`malformed lines ignored: 3` reads as "three lines"; it is line 3."""
+    row = DoctorRow("TOKEN", "aaaaaaaaaaaa", "unset", "unset", {})
+    text = render_doctor(DoctorReport("/x/app.env", (row,), (3, 7), None, False, 0, 0))
+    assert "malformed lines ignored: line 3, line 7 (the valid names are used)" in text

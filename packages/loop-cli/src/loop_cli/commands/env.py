@@ -33,7 +33,8 @@ def _sessions(counts: dict[str, int], file_fp: str) -> str:
 def render_text(report: DoctorReport) -> str:
     lines = [f"env file: {report.path} ({len(report.rows)} names)"]
     if report.malformed:
-        lines.append(f"malformed lines ignored: {', '.join(map(str, report.malformed))}")
+        numbers = ", ".join(f"line {n}" for n in report.malformed)
+        lines.append(f"malformed lines ignored: {numbers} (the valid names are used)")
     rows = [
         [
             r.name,
