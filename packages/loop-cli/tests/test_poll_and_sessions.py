@@ -406,3 +406,28 @@ def test_env_file_gone_mid_run_dispatches_nothing_until_it_returns(
     back = run_cli("poll", "--once")
     assert "1 new, 1 processed" in back.output, back.output
     assert _record(isolated, ref) is not None
+
+
+def test_reset_ref_clears_a_registry_row_the_store_refuses(run_cli, loop_config, isolated):
+    """A hand-edited row naming another session is refused on read; `sessions reset REF`
+    is the operator's remedy, so it deletes the row without trusting (or touching) the
+    name it holds."""
+    import sqlite3
+
+    ref = run_cli("item", "open", "Hand edited").output.strip()
+    store = Store.open(isolated / "state")
+    store.registry.register(WorkItemRef.parse(ref), harness="generic", conversation_id="c", cwd="/")
+    store.close()
+    conn = sqlite3.connect(isolated / "state" / "state.db")
+    with conn:
+        conn.execute("UPDATE sessions SET tmux_name = 'bystander' WHERE work_item = ?", (ref,))
+    conn.close()
+    assert run_cli("sessions", "list").exit_code == 1  # refused: the row is unusable
+    reset = run_cli("sessions", "reset", ref)
+    assert reset.exit_code == 0, reset.output
+    assert "forgotten" in reset.output
+    conn = sqlite3.connect(isolated / "state" / "state.db")
+    left = conn.execute("SELECT count(*) FROM sessions WHERE work_item = ?", (ref,)).fetchone()
+    conn.close()
+    assert left == (0,)
+    assert "no sessions registered" in run_cli("sessions", "list").output

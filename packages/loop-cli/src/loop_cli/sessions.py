@@ -127,8 +127,16 @@ def reset_plans(rt: Runtime, refs: list[WorkItemRef], all_: bool) -> list[ResetP
             ResetPlan(r.work_item, r.tmux_name, True, fleet.presence(r.tmux_name)) for r in records
         ]
     plans = []
+    from loop_dispatch.store import StoreError
+
     for ref in refs:
-        rec = rt.store.registry.get(ref)
+        try:
+            rec = rt.store.registry.get(ref)
+        except StoreError:
+            # A row the store refuses (hand-edited): reset is its remedy. Delete it, and
+            # act only on the item's own session name, never on the one the row holds.
+            plans.append(ResetPlan(ref, ref.tmux_name(), True, fleet.presence(ref.tmux_name())))
+            continue
         # An unregistered item: its name is the one the registry would have stored.
         name = rec.tmux_name if rec else ref.tmux_name()
         plans.append(ResetPlan(ref, name, rec is not None, fleet.presence(name)))
