@@ -65,3 +65,18 @@ def test_secret_comes_from_the_named_variable(monkeypatch) -> None:
         resolve_secret("MY_HOOK", False, "127.0.0.1")
     assert "v@lue" not in str(err.value)
     assert resolve_secret("MY_HOOK", True, "127.0.0.1") is None
+
+
+def test_route_refuses_a_harness_that_cannot_start(write_config, run_cli, monkeypatch) -> None:
+    """--route dispatches: a missing harness program would use up each delivery."""
+    import socket
+
+    monkeypatch.setenv("THE_LOOP_WEBHOOK_SECRET", "x")
+    with socket.socket() as taken:  # were the check skipped, binding would fail (exit 1)
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        write_config({"webhook": {"port": port}, "harness": {"argv": ["no-such-agent-9q", "x"]}})
+        result = run_cli("gh-webhook", "start", "--route")
+    assert result.exit_code == 2, result.output
+    assert "harness.argv[0]: harness binary 'no-such-agent-9q' is not found" in result.output

@@ -117,6 +117,8 @@ def start(
     host = host or cfg.webhook.host
     port = cfg.webhook.port if port is None else port
     secret = resolve_secret(cfg.webhook.secret_env, insecure_no_signature, host)
+    if route:
+        rt.check_launch()  # a harness that cannot start would use up every delivery
 
     from ..heartbeat import beat, stopped
     from ..webhook.app import create_app
