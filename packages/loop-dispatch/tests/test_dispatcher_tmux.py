@@ -302,3 +302,55 @@ def test_two_processes_dispatching_to_one_item_spawn_exactly_one_session(
     time.sleep(0.3)  # a second harness, were there one, would have written its start
     assert len(starts()) == 1
     assert len([p for p in real_tmux.panes() if p.session == NAME]) == 1
+
+
+def _dies_at_once(tmp_path: Path) -> GenericAdapter:
+    """A harness that cannot start: prints why and exits 3 at once (like a bad flag)."""
+    script = tmp_path / "broken-harness"
+    script.write_text("#!/bin/sh\necho 'unknown option --frobnicate' >&2\nexit 3\n")
+    script.chmod(0o755)
+    return GenericAdapter(
+        [str(script), "--session-id", "{session_id}", "{prompt}"],
+        [str(script), "--resume", "{session_id}", "{prompt}"],
+    )
+
+
+def test_first_spawn_whose_harness_dies_at_once_keeps_the_event(
+    real_tmux, make_dispatcher, make_event, store, events, tmp_path
+):
+    """A harness that exits inside the survival window did not receive the event: the
+    dispatch fails retryably (delivery released, no active record), never 'spawned'."""
+    broken = make_dispatcher(real_tmux, _dies_at_once(tmp_path), survival_delay=0.5)
+    event = make_event(REF, body="Start here")
+    outcome = broken.dispatch(event)
+    assert (outcome.kind, outcome.reason) == (OutcomeKind.FAILED, "harness_exited")
+    assert store.deliveries.state(event.delivery_id) is None  # released: retried later
+    assert store.registry.get(REF) is None
+    assert [r["type"] for r in events.read()] == ["dispatch.failed"]
+    assert events.read()[0]["detail"]["reason"] == "harness_exited"
+
+    # Once the harness is fixed, the same event starts the session.
+    fixed = make_dispatcher(
+        real_tmux, GenericAdapter(["sh", "-c", "exec sleep 300", "harness", "{prompt}"])
+    )
+    assert fixed.dispatch(event).reason == "spawned"
+    assert store.registry.get(REF).active
+
+
+def test_fresh_respawn_whose_harness_dies_at_once_keeps_the_event(
+    real_tmux, make_dispatcher, make_event, store, events, tmp_path
+):
+    """AC12's fresh fallback is only 'respawned' when the new harness is still running."""
+    live = make_dispatcher(
+        real_tmux, GenericAdapter(["sh", "-c", "exec sleep 300", "harness", "{prompt}"])
+    )
+    assert live.dispatch(make_event(REF, body="one")).reason == "spawned"
+    conversation = store.registry.get(REF).conversation_id
+    real_tmux.kill(NAME)
+    broken = make_dispatcher(real_tmux, _dies_at_once(tmp_path), survival_delay=0.5)
+    event = make_event(REF, body="two")
+    outcome = broken.dispatch(event)
+    assert (outcome.kind, outcome.reason) == (OutcomeKind.FAILED, "harness_exited")
+    assert store.deliveries.state(event.delivery_id) is None
+    assert store.registry.get(REF).conversation_id == conversation  # not replaced
+    assert "session.respawned" not in [r["type"] for r in events.read()]

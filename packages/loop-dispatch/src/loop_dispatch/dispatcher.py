@@ -252,6 +252,11 @@ class Dispatcher:
         prompt, cut = spawn_prompt(event)
         argv = self.adapter.fresh_argv(prompt, conversation)
         result = self._spawn(record, argv)
+        if result.outcome is SpawnOutcome.SPAWNED and self._exited_at_once(record):
+            # Nothing ran: the event is not used up. The dead pane keeps its scrollback
+            # (why it died) until the retry clears it.
+            self._undo_register(ref, previous)
+            return self._harness_exited(event, record)
         if result.outcome is SpawnOutcome.SPAWNED:
             self._emit(
                 "session.spawned",
@@ -388,6 +393,8 @@ class Dispatcher:
         result = self._spawn(record, argv)
         if result.outcome is not SpawnOutcome.SPAWNED:
             return self._respawn_spawn_refused(record, event, result)
+        if self._exited_at_once(record):
+            return self._harness_exited(event, record)
         self.store.registry.set_conversation(record.work_item, conversation)
         self._emit(
             "session.respawned",
@@ -401,6 +408,28 @@ class Dispatcher:
             cut_chars=cut,
         )
         return _processed("respawned_fresh")
+
+    def _exited_at_once(self, record: SessionRecord) -> bool:
+        """Did a freshly started harness die inside the survival window?
+
+        Only a definite answer counts: a tmux that does not answer leaves the spawn
+        standing (unverified) rather than failing an event that may be running.
+        """
+        try:
+            return not self.tmux.survived(record.tmux_name, self.survival_delay)
+        except TmuxUnavailable:
+            return False
+
+    def _harness_exited(self, event: Event, record: SessionRecord) -> Outcome:
+        """A harness that cannot start (bad flag, missing binary or env file) must not
+        consume the event: retryable, so it is handled once the cause is fixed."""
+        outcome = _failed(
+            "harness_exited",
+            f"the harness exited within {self.survival_delay:g}s of starting; its output "
+            f"stays in tmux session {record.tmux_name} until the next attempt",
+        )
+        self._emit_failed(event, outcome, level="error")
+        return outcome
 
     def _resume_failed(self, event: Event, record: SessionRecord, reason: str) -> None:
         self._emit(
