@@ -431,3 +431,23 @@ def test_reset_ref_clears_a_registry_row_the_store_refuses(run_cli, loop_config,
     conn.close()
     assert left == (0,)
     assert "no sessions registered" in run_cli("sessions", "list").output
+
+
+def test_sessions_stop_that_cannot_close_says_so(run_cli, loop_config, isolated, wait):
+    """A close the dispatcher refuses (here: the lock dir is a file) is exit 1, one line,
+    never reported as "stopped"; the record stays active."""
+    import shutil
+
+    ref = run_cli("item", "open", "Unstoppable").output.strip()
+    run_cli("poll", "--once")
+    locks = isolated / "state" / "locks"
+    shutil.rmtree(locks)
+    locks.write_text("not a directory\n")
+    result = run_cli("sessions", "stop", ref)
+    assert result.exit_code == 1, result.output
+    assert result.stderr.startswith(f"Error: could not stop {ref}: ")
+    assert str(locks) in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "stopped" not in result.stdout
+    rows = json.loads(run_cli("sessions", "list", "--format", "json").output)
+    assert rows[0]["status"] == "active"

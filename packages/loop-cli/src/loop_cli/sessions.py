@@ -87,6 +87,8 @@ def stop(rt: Runtime, ref: WorkItemRef) -> dict[str, Any]:
         with item_lock(rt.lock_dir, ref, timeout=30):
             rt.tmux.terminate(record.tmux_name, grace=5.0)
     outcome = rt.dispatcher.close(ref)
+    if outcome.kind.value == "failed":
+        raise OperationalError(f"could not stop {ref}: {outcome.detail or outcome.reason}")
     return {
         "ref": str(ref),
         "outcome": "stopped",
