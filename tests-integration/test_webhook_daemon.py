@@ -27,6 +27,9 @@ from integration_support import harness_texts, wait_for
 
 from loop_cli.webhook.verify import sign
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "packages" / "loop-cli" / "tests"))
+from fakegithub import payloads
+
 HERE = Path(__file__).resolve().parent
 FAKE_HARNESS = HERE / "harness" / "fake_harness.py"
 SECRET = "daemon-secret-Zq9"
@@ -153,34 +156,8 @@ def daemon(tmp_path: Path, tmux_socket: str) -> Iterator[Daemon]:
 
 
 def comment(body: str, cid: int, login: str = "alice", number: int = 3) -> bytes:
-    stamp = "2026-01-01T12:00:00Z"
-    return json.dumps(
-        {
-            "action": "created",
-            "issue": {
-                "number": number,
-                "title": "t",
-                "body": "",
-                "user": {"login": "alice"},
-                "labels": [],
-                "state": "open",
-                "html_url": "",
-                "created_at": stamp,
-                "updated_at": stamp,
-                "closed_at": None,
-            },
-            "comment": {
-                "id": cid,
-                "user": {"login": login},
-                "body": body,
-                "html_url": "",
-                "created_at": stamp,
-                "updated_at": stamp,
-            },
-            "repository": {"full_name": REPO},
-            "sender": {"login": login},
-        }
-    ).encode()
+    payload = payloads.issue_comment(REPO, number=number, comment_id=cid, body=body, login=login)
+    return json.dumps(payload).encode()
 
 
 def test_bad_requests_get_their_status_and_the_daemon_lives_on(daemon: Daemon) -> None:

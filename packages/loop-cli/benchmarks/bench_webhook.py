@@ -16,10 +16,14 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import httpx
 
 from loop_cli.webhook.verify import sign
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from fakegithub import payloads
 
 SECRET = b"bench-secret"
 REQUESTS = 1500
@@ -41,34 +45,10 @@ def serve() -> None:
 
 
 def payload(n: int) -> bytes:
-    stamp = "2026-01-01T12:00:00Z"
-    return json.dumps(
-        {
-            "action": "created",
-            "issue": {
-                "number": 1 + n % 50,
-                "title": "t",
-                "body": "b",
-                "user": {"login": "alice"},
-                "labels": [],
-                "state": "open",
-                "html_url": "",
-                "created_at": stamp,
-                "updated_at": stamp,
-                "closed_at": None,
-            },
-            "comment": {
-                "id": 10_000 + n,
-                "user": {"login": "alice"},
-                "body": "x" * 400,
-                "html_url": "",
-                "created_at": stamp,
-                "updated_at": stamp,
-            },
-            "repository": {"full_name": "bench/app"},
-            "sender": {"login": "alice"},
-        }
-    ).encode()
+    body = payloads.issue_comment(
+        "bench/app", number=1 + n % 50, comment_id=10_000 + n, body="x" * 400
+    )
+    return json.dumps(body).encode()
 
 
 def sender(url: str, numbers: list[int], latencies: list[float], deadline: float) -> None:

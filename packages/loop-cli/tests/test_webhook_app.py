@@ -14,7 +14,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import httpx
-from fakegithub import served
+from fakegithub import payloads, served
 
 from loop_cli.webhook.app import create_app
 from loop_cli.webhook.seen import StoreSeen
@@ -26,35 +26,11 @@ REPO = "octo/app"
 
 
 def issue(number: int = 5, labels: tuple[str, ...] = ("the-loop",), state: str = "open") -> dict:
-    return {
-        "number": number,
-        "title": "Fix it",
-        "body": "Details here.",
-        "user": {"login": "alice"},
-        "labels": [{"name": n} for n in labels],
-        "state": state,
-        "html_url": f"https://github.com/{REPO}/issues/{number}",
-        "created_at": "2026-01-01T10:00:00Z",
-        "updated_at": "2026-01-01T11:00:00Z",
-        "closed_at": "2026-01-01T11:00:00Z" if state == "closed" else None,
-    }
+    return payloads.issue_json(REPO, number, labels=labels, state=state)
 
 
 def comment_payload(login: str = "alice", body: str = "do the thing", cid: int = 77) -> dict:
-    return {
-        "action": "created",
-        "issue": issue(),
-        "comment": {
-            "id": cid,
-            "user": {"login": login},
-            "body": body,
-            "html_url": f"https://github.com/{REPO}/issues/5#issuecomment-{cid}",
-            "created_at": "2026-01-01T11:00:00Z",
-            "updated_at": "2026-01-01T11:00:00Z",
-        },
-        "repository": {"full_name": REPO},
-        "sender": {"login": login},
-    }
+    return payloads.issue_comment(REPO, comment_id=cid, body=body, login=login)
 
 
 class Sink:

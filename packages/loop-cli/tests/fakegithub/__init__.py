@@ -7,7 +7,8 @@ headers, weak ETags and 304s (which, as on GitHub, do not count against the rate
 lag, injectable 5xx and slow responses, `GET /user`, and a request log.
 """
 
+from . import payloads
 from .server import FakeComment, FakeGitHub, FakeIssue
 from .serving import served
 
-__all__ = ["FakeComment", "FakeGitHub", "FakeIssue", "served"]
+__all__ = ["FakeComment", "FakeGitHub", "FakeIssue", "payloads", "served"]
