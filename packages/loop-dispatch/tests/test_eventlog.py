@@ -8,12 +8,15 @@ import subprocess
 import sys
 import textwrap
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+from loop_dispatch import eventlog
 from loop_dispatch.eventlog import EventLog, redact_detail
 from loop_dispatch.model import WorkItemRef
 
@@ -180,6 +183,26 @@ def _take(gen: Iterator[dict], n: int, timeout: float = 10.0) -> list[dict]:
     return got
 
 
+def _ids_until(
+    gen: Iterator[dict], last: Callable[[int], bool], timeout: float = 10.0
+) -> list[int]:
+    """Ids the follow generator yields up to the one `last` accepts (never hangs)."""
+    got: list[int] = []
+
+    def pull() -> None:
+        for rec in gen:
+            got.append(rec["detail"]["i"])
+            if last(got[-1]):
+                return
+
+    thread = threading.Thread(target=pull, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    assert got, f"follow yielded nothing within {timeout}s"
+    assert last(got[-1]), f"follow stopped after {got[-3:]} within {timeout}s"
+    return got
+
+
 def _ids(records: list[dict]) -> list[int]:
     return [r["detail"]["i"] for r in records]
 
@@ -273,6 +296,95 @@ def test_follow_rotation_between_the_call_and_the_first_next_loses_nothing(
         log.emit("n.x", source="t", detail={"i": i})
     assert len(log.files()) == 2
     assert _ids(_take(gen, 10)) == list(range(10))
+
+
+def _rotate_away(log: EventLog, first: int) -> int:
+    """Emit records `first`, `first + 1`... until the current file rotates, leaving no
+    current file (the instant between a rotation and the next write). Returns the next
+    index."""
+    i = first
+    while log.path.exists() or i == first:
+        log.emit("n.x", source="t", detail={"i": i})
+        i += 1
+    return i
+
+
+def _sleep_that_writes(
+    monkeypatch: pytest.MonkeyPatch, log: EventLog, write: Callable[[], None]
+) -> None:
+    """Make the follower's first sleep with no current file run `write` (once): what
+    a busy writer does during the follower's poll interval."""
+    done: list[bool] = []
+
+    def sleep(seconds: float) -> None:
+        if not done and not log.path.exists():
+            done.append(True)
+            write()
+        time.sleep(0.001)
+
+    monkeypatch.setattr(eventlog, "time", SimpleNamespace(sleep=sleep))
+
+
+def _whole_file_then_one(log: EventLog, first: int, written: list[int]) -> None:
+    """A whole file written and rotated, then one record in the next current file."""
+    after = _rotate_away(log, first)
+    log.emit("n.x", source="t", detail={"i": after})
+    written.append(after + 1)
+
+
+def test_follow_reads_a_file_created_and_rotated_while_it_slept_on_no_current_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CI failure: after a rotation the follower found no current file and slept; a
+    whole file was written and rotated during that sleep, and its records were lost."""
+    log = EventLog(tmp_path / "e.jsonl", max_bytes=1000, backups=20)
+    gen = log.follow(interval=0.02)
+    first = _rotate_away(log, 0)  # the follower's file rotates; no current file yet
+    written: list[int] = []
+    _sleep_that_writes(monkeypatch, log, lambda: _whole_file_then_one(log, first, written))
+    got = _ids_until(gen, lambda i: bool(written) and i == written[0] - 1)
+    assert got == list(range(written[0]))
+    assert len(log.files()) == 3
+
+
+def test_follow_first_look_at_no_current_file_misses_no_rotated_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = EventLog(tmp_path / "e.jsonl", max_bytes=1000, backups=20)
+    log.emit("n.x", source="t", detail={"i": -1})
+    gen = log.follow(interval=0.02)
+    # Before the first next(): the start file rotates with no successor yet.
+    first = _rotate_away(log, 0)
+    written: list[int] = []
+    _sleep_that_writes(monkeypatch, log, lambda: _whole_file_then_one(log, first, written))
+    got = _ids_until(gen, lambda i: bool(written) and i == written[0] - 1)
+    assert got == list(range(written[0]))
+    assert len(log.files()) == 3
+
+
+def test_follow_keeps_order_when_its_file_rotates_while_it_reads_the_backups(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by a stress run: the follower opened the current file, which then rotated
+    twice while the backups were being read; the newer backups came out before the held
+    file's records, then again after it."""
+    log = EventLog(tmp_path / "e.jsonl", max_bytes=1000, backups=20)
+    log.emit("n.x", source="t", detail={"i": -1})
+    gen = log.follow(interval=0.02)
+    held = _rotate_away(log, 0)  # the start file rotates...
+    log.emit("n.x", source="t", detail={"i": held})  # ...and the follower will hold this one
+    written: list[int] = []
+    real_open = eventlog._open
+
+    def open_racing_a_writer(path: Path) -> tuple[object, int | None]:
+        if path.name.endswith(".1") and not written:
+            # The held file and one more rotate after it was opened, mid-scan.
+            _whole_file_then_one(log, _rotate_away(log, held + 1), written)
+        return real_open(path)
+
+    monkeypatch.setattr(eventlog, "_open", open_racing_a_writer)
+    got = _ids_until(gen, lambda i: bool(written) and i == written[0] - 1)
+    assert got == list(range(written[0]))
 
 
 def test_a_lone_surrogate_in_a_field_never_makes_emit_raise(tmp_path: Path) -> None:

@@ -288,7 +288,7 @@ class EventLog:
         if limit is not None and not from_start:
             raise ValueError("follow(limit=...) applies to the replayed records: pass from_start")
         match = self._matcher(types_glob, work_item, delivery_id, level, since)
-        start = _position(self.path)
+        start = _position(self.path) or _position(self._rotated(1))
         return self._follow(match, start, from_start, limit, interval)
 
     def _follow(
@@ -299,30 +299,17 @@ class EventLog:
         limit: int | None,
         interval: float,
     ) -> Iterator[Record]:
-        # The current file is opened first: a rotation from here on renames a file we
-        # hold, which is then read through `fh` and skipped among the backups.
+        # `start` is (inode, offset) of where the log stood at the call: in the current
+        # file, or at the end of the newest backup when there was no current file; None
+        # when there was no file at all (then every file found later is new).
+        # The current file is opened BEFORE the backups are read: a rotation from then on
+        # renames a file we hold (read through `fh`, skipped among the backups), and every
+        # file rotated before it is a backup by the time they are read.
         fh, inode = _open(self.path)
-        start_inode, offset = start if start is not None else (None, 0)
-        buf = b""
         try:
-            backlog: list[Record] = []
-            fresh: list[Record] = []
+            backlog, fresh, buf, last = self._catch_up(match, start, from_start, fh, inode)
             if from_start:
-                backlog = self._backups_matching(match, skip={inode, start_inode})
-            if start_inode is not None and start_inode != inode:
-                # Rotated between the call and now: the file we started in is a backup.
-                first, *newer = self._rotated_since(start_inode, skip=inode)
-                if from_start:
-                    backlog += _matching(first[:offset], match)[0]
-                for data in [first[offset:], *newer]:
-                    fresh += _matching(data + b"\n", match)[0]
-            elif start_inode is not None and fh is not None:
-                if from_start:
-                    backlog_part, buf = _matching(fh.read(offset), match)
-                    backlog += backlog_part
-                else:
-                    fh.seek(offset)
-            yield from _newest(backlog, limit)
+                yield from _newest(backlog, limit)
             yield from fresh
             while True:
                 if fh is None:
@@ -330,6 +317,10 @@ class EventLog:
                     if fh is None:
                         time.sleep(interval)
                         continue
+                    # Files created AND rotated while no current file was held (the
+                    # follower slept, or looked between a rotation and the next write).
+                    for data in _newer_than(last, self._backups(skip=inode, until=last)):
+                        yield from _matching(data + b"\n", match)[0]
                 chunk = fh.read()
                 if chunk:
                     records, buf = _matching(buf + chunk, match)
@@ -338,56 +329,93 @@ class EventLog:
                 if _inode(self.path) == inode:
                     time.sleep(interval)
                     continue
-                # Rotated: drain what landed before the rename, then every file rotated
-                # after ours (several rotations can pass between two looks), then the
-                # new current file from its start.
+                # Rotated: drain what landed before the rename; the next open reads every
+                # file rotated after ours, then the new current file from its start.
                 records, _torn = _matching(buf + fh.read(), match)
                 yield from records
-                held = inode
-                fh.close()
-                fh, inode = _open(self.path)
                 buf = b""
-                for data in self._rotated_since(held, skip=inode)[1:]:
-                    yield from _matching(data + b"\n", match)[0]
+                fh.close()
+                fh, last = None, inode
         finally:
             if fh is not None:
                 fh.close()
 
-    def _backups_matching(self, match: Matcher, skip: set[int | None]) -> list[Record]:
-        out: list[Record] = []
-        for path in self.files():
-            if path == self.path:
-                continue
-            fh, inode = _open(path)
-            if fh is None:
-                continue
-            with fh:
-                if inode not in skip:
-                    out += _matching(fh.read() + b"\n", match)[0]
-        return out
+    def _catch_up(
+        self,
+        match: Matcher,
+        start: tuple[int, int] | None,
+        from_start: bool,
+        fh: BinaryIO | None,
+        inode: int | None,
+    ) -> tuple[list[Record], list[Record], bytes, int | None]:
+        """What a follow owes at its first look, given the current file `fh` (opened
+        before this reads any backup): (backlog before `start`, records after it that
+        are no longer in the current file, the torn tail of the replayed part of `fh`,
+        the inode of the newest file consumed). `fh` is left where tailing resumes."""
+        start_inode, offset = start if start is not None else (None, 0)
+        backlog: list[Record] = []
+        fresh: list[Record] = []
+        buf = b""
+        in_current = start_inode is not None and start_inode == inode and fh is not None
+        if in_current and not from_start:
+            fh.seek(offset)  # the usual case: no backup needs reading
+            return backlog, fresh, buf, start_inode
+        files = self._backups(skip=inode, until=None if from_start else start_inode)
+        inodes = [ino for ino, _ in files]
+        if start_inode in inodes:
+            at = inodes.index(start_inode)
+            head = files[at][1]
+            for _, data in files[:at]:
+                backlog += _matching(data + b"\n", match)[0]
+            backlog += _matching(head[:offset], match)[0]
+            for data in [head[offset:], *(data for _, data in files[at + 1 :])]:
+                fresh += _matching(data + b"\n", match)[0]
+        elif in_current:
+            for _, data in files:
+                backlog += _matching(data + b"\n", match)[0]
+            replayed, buf = _matching(fh.read(offset), match)
+            backlog += replayed
+        else:
+            # Nothing existed at the call, or its file has gone out of retention: every
+            # backup is newer than the call.
+            for _, data in files:
+                fresh += _matching(data + b"\n", match)[0]
+        return backlog, fresh, buf, files[-1][0] if files else start_inode
 
-    def _rotated_since(self, inode: int | None, skip: int | None) -> list[bytes]:
-        """Contents of the backup that is file `inode` and of every backup rotated after
-        it, oldest first (`skip`: the current file's inode, read elsewhere). When that
-        file has already been rotated out of retention, every backup is newer than it:
-        b"" stands for it, followed by all backups."""
-        newer: list[bytes] = []
-        seen = {inode, skip}
+    def _backups(self, skip: int | None, until: int | None) -> list[tuple[int, bytes]]:
+        """Rotated files OLDER than the held current file `skip`, as (inode, contents),
+        oldest first, each read once even when rotations shift them mid-scan. A file found
+        newer than `skip` (it rotated after being opened) is left for after `skip` is
+        drained. `until`: stop at that file (it comes first in the list), when found."""
+        newest_first: list[tuple[int, bytes]] = []
+        seen: set[int] = set()
         for n in range(1, self.backups + 1):
             fh, found = _open(self._rotated(n))
-            if fh is None:
+            if fh is None or found is None:
                 continue
             with fh:
                 data = fh.read()
-            if found == inode:
-                return [data, *reversed(newer)]
-            if found not in seen:
-                seen.add(found)
-                newer.append(data)
-        return [b"", *reversed(newer)]
+            if found in seen:
+                continue
+            seen.add(found)
+            if found == skip:
+                newest_first.clear()  # everything so far is newer than the held file
+                continue
+            newest_first.append((found, data))
+            if until is not None and found == until:
+                break
+        return newest_first[::-1]
 
 
 Matcher = Callable[[Record], bool]
+
+
+def _newer_than(inode: int | None, files: list[tuple[int, bytes]]) -> list[bytes]:
+    """Contents of the files after file `inode`; all of them when it is not among them
+    (gone out of retention, or None: nothing had been read yet)."""
+    inodes = [ino for ino, _ in files]
+    at = inodes.index(inode) + 1 if inode in inodes else 0
+    return [data for _, data in files[at:]]
 
 
 def _parse(line: bytes) -> Record | None:
