@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -147,6 +149,61 @@ def test_exiting_server_answer_is_asked_again(fake: Fake) -> None:
     state.set_fault("fail", {"list-panes": "server exited unexpectedly"})
     assert tmux.probe("loop-a") is Presence.UNKNOWN
     assert state.commands() == ["list-panes"] * 2  # one probe: at most two tmux processes
+
+
+def _listen_for(path: Path, seconds: float) -> threading.Thread:
+    """A unix socket at `path` that accepts connections for `seconds`, then closes: what
+    a tmux server does while it exits after its last session went."""
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen(16)
+    server.settimeout(0.01)
+
+    def serve() -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            try:
+                server.accept()[0].close()
+            except TimeoutError:
+                continue
+        server.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return thread
+
+
+@pytest.mark.parametrize("exit_takes", [0.3, 0.8])
+def test_second_ask_waits_for_the_exiting_server_to_close_its_socket(
+    fake: Fake, tmp_path: Path, exit_takes: float
+) -> None:
+    """A loaded machine can take longer than any fixed pause to finish a server's exit;
+    the re-ask waits for the socket to stop accepting, so the probe gets the clean
+    answer and still costs two tmux processes."""
+    tmux, state = fake
+    sock = tmp_path / "s"
+    client = Tmux(binary=tmux.binary, socket_path=str(sock), probe_timeout=1.5)
+    state.add_session("loop-a", dead=True)
+    state.set_fault("fail", {"list-panes": {"text": "server exited unexpectedly", "times": 1}})
+    exiting = _listen_for(sock, exit_takes)
+    started = time.monotonic()
+    assert client.probe("loop-a") is Presence.DEAD  # the second answer, not UNKNOWN
+    assert time.monotonic() - started >= exit_takes  # it waited for the close
+    assert state.commands() == ["list-panes"] * 2
+    exiting.join()
+
+
+def test_a_server_that_keeps_accepting_bounds_the_wait(fake: Fake, tmp_path: Path) -> None:
+    tmux, state = fake
+    sock = tmp_path / "s"
+    client = Tmux(binary=tmux.binary, socket_path=str(sock))
+    state.set_fault("fail", {"list-panes": "server exited unexpectedly"})
+    listening = _listen_for(sock, 5)
+    started = time.monotonic()
+    assert client.probe("loop-a", timeout=0.4) is Presence.UNKNOWN
+    assert 0.4 <= time.monotonic() - started < 5  # waited its own timeout, not forever
+    assert state.commands() == ["list-panes"] * 2
+    assert listening.is_alive()
 
 
 def test_ac5_duplicate_without_occupant_retries_once(fake: Fake, tmp_path: Path) -> None:

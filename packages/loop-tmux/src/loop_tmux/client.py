@@ -21,7 +21,8 @@ from .results import DeliverResult, Pane, RespawnResult, SpawnOutcome, SpawnResu
 _PANE_FORMAT = "#{pane_id}\t#{pane_pid}\t#{pane_dead}\t#{pane_current_command}\t#{session_name}"
 _DEAD_MARK = "loop-tmux:pane-dead"
 _POLL = 0.05
-_REASK_PAUSE = 0.1
+_EXIT_POLL = 0.005
+_EXIT_WAIT_MAX = 2.0
 
 
 class Tmux:
@@ -114,15 +115,25 @@ class Tmux:
     # -- reads ----------------------------------------------------------------------
 
     def _read(self, args: Sequence[str], timeout: float) -> runner.Answer:
-        """Run a read-only tmux command, asking once more, 100 ms later, when the answer
-        is one a server gives while exiting after its last session was killed: that state
-        is a clean "no server" a few milliseconds later (up to ~30 ms seen on a loaded
-        2-core box), not UNKNOWN. So a probe costs at most two tmux processes."""
+        """Run a read-only tmux command, asking once more when the answer is one a server
+        gives while exiting after its last session was killed: that state is a clean "no
+        server" moments later, not UNKNOWN. The second ask waits (without running tmux)
+        until the server stops accepting connections, so a probe costs at most two tmux
+        processes however slow the exit is on a loaded machine."""
         answer = self._run(args, timeout)
         if runner.is_transient(answer):
-            time.sleep(_REASK_PAUSE)
+            self._await_server_exit(min(timeout, _EXIT_WAIT_MAX))
             answer = self._run(args, timeout)
         return answer
+
+    def _await_server_exit(self, limit: float) -> None:
+        """Wait up to `limit` seconds until nothing accepts connections on this client's
+        server socket (an exiting server closes it last). A bare connect: no tmux
+        process, no command sent."""
+        path = self._server_socket()
+        deadline = time.monotonic() + limit
+        while _accepts(path) and time.monotonic() < deadline:
+            time.sleep(_EXIT_POLL)
 
     def _probe(self, name: str, timeout: float | None = None) -> tuple[Presence, str | None]:
         args = ["list-panes", "-s", "-t", naming.pane_target(name), "-F", "#{pane_dead}"]
@@ -271,12 +282,17 @@ class Tmux:
 
     def _socket_file(self) -> str | None:
         """The socket of a private server (where tmux puts it), None for the default one."""
+        if self.socket_path is None and self.socket_name is None:
+            return None
+        return self._server_socket()
+
+    def _server_socket(self) -> str:
+        """Where this client's server listens: `-S` path, else tmux's own rule for `-L`
+        names and the default server ($TMUX_TMPDIR or /tmp, then tmux-UID/NAME)."""
         if self.socket_path is not None:
             return self.socket_path
-        if self.socket_name is None:
-            return None
         base = os.environ.get("TMUX_TMPDIR") or "/tmp"  # noqa: S108 -- tmux's own default
-        return os.path.join(base, f"tmux-{os.getuid()}", self.socket_name)
+        return os.path.join(base, f"tmux-{os.getuid()}", self.socket_name or "default")
 
     def _clear(self, name: str) -> tuple[Presence, str | None]:
         """Kill a DEAD occupant and report what a fresh probe sees afterwards."""
@@ -533,6 +549,21 @@ def _signal(pid: int, signum: signal.Signals) -> None:
             os.kill(pid, signum)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def _accepts(path: str) -> bool:
+    """Whether a server accepts connections on the unix socket at `path` now."""
+    import socket  # only on this rare path: keeps `import loop_tmux` light
+
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(0.5)
+        try:
+            probe.connect(path)
+        except (BlockingIOError, TimeoutError):
+            return True  # a listener whose backlog is full (busy, or stopped)
+        except OSError:
+            return False  # refused, gone, too long a path, not a socket: nobody to wait for
+    return True
 
 
 def _remove_socket(path: str) -> None:
