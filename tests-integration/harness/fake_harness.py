@@ -162,16 +162,6 @@ def main(argv: list[str]) -> int:
     if session_id is None:
         session_id = str(uuid.uuid4())
     convo = Conversation(directory, session_id)
-    convo.append(
-        {
-            "event": "start",
-            "mode": mode,
-            "cwd": os.getcwd(),
-            "prompt": prompt,
-            "argv": argv,
-            "env_fp": {k: _fingerprint(v) for k, v in sorted(os.environ.items())},
-        }
-    )
 
     def on_signal(signum, _frame) -> None:
         convo.append({"event": "exit", "signal": signal.Signals(signum).name})
@@ -202,6 +192,18 @@ def main(argv: list[str]) -> int:
         ttymod.setraw(fd, termios.TCSANOW)
         os.write(sys.stdout.fileno(), b"\x1b[?2004h")
         os.write(sys.stdout.fileno(), f"[fake-harness] {mode} {session_id}\r\n".encode())
+    # "start" is written once the terminal is raw and bracketed paste is on: a test that
+    # waits for it may paste at once, as into a harness whose prompt is showing.
+    convo.append(
+        {
+            "event": "start",
+            "mode": mode,
+            "cwd": os.getcwd(),
+            "prompt": prompt,
+            "argv": argv,
+            "env_fp": {k: _fingerprint(v) for k, v in sorted(os.environ.items())},
+        }
+    )
     reader = PasteReader(on_message)
     try:
         while True:

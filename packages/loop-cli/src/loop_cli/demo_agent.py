@@ -21,7 +21,10 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 DIR_ENV = "THE_LOOP_DEMO_AGENT_DIR"
 _ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,63}")
@@ -111,48 +114,55 @@ def run(argv: list[str]) -> int:
         return 1
 
     raw = os.isatty(0)
-    screen = Screen(raw)
-    conv.append({"event": "resume" if args.resume else "start", "cwd": os.getcwd()})
-    verb = "resumed" if args.resume else "started"
-    screen.say(f"demo-agent: conversation {conv_id} {verb} (pid {os.getpid()}).")
-    if args.resume:
-        screen.say(f"demo-agent: {conv.messages()} earlier message(s) remembered.")
-    if args.prompt:
-        handle(conv, screen, args.prompt, "prompt")
-    screen.say("demo-agent: waiting for messages (paste, then Enter).")
-    return _loop_tty(conv, screen) if raw else _loop_pipe(conv, screen)
+    # The terminal is raw with bracketed paste on BEFORE "start" is recorded: whoever
+    # waits for that record may paste at once, and the paste must arrive bracketed.
+    restore = _raw_terminal() if raw else None
+    try:
+        screen = Screen(raw)
+        conv.append({"event": "resume" if args.resume else "start", "cwd": os.getcwd()})
+        verb = "resumed" if args.resume else "started"
+        screen.say(f"demo-agent: conversation {conv_id} {verb} (pid {os.getpid()}).")
+        if args.resume:
+            screen.say(f"demo-agent: {conv.messages()} earlier message(s) remembered.")
+        if args.prompt:
+            handle(conv, screen, args.prompt, "prompt")
+        screen.say("demo-agent: waiting for messages (paste, then Enter).")
+        if raw:
+            _read_messages(conv, screen)
+        else:
+            _loop_pipe(conv, screen)
+        return 0
+    finally:
+        if restore is not None:
+            restore()
 
 
-def _loop_pipe(conv: Conversation, screen: Screen) -> int:
+def _loop_pipe(conv: Conversation, screen: Screen) -> None:
     for line in sys.stdin:
         if line.strip():
             handle(conv, screen, line.rstrip("\n"), "stdin")
-    return 0
 
 
-def _loop_tty(conv: Conversation, screen: Screen) -> int:
+def _raw_terminal() -> Callable[[], None]:
+    """Put the terminal in raw mode with bracketed paste on; return what undoes it
+    (also run on SIGTERM/SIGHUP)."""
     import termios
     import tty
 
     saved = termios.tcgetattr(0)
 
-    def restore(*_: object) -> None:
+    def restore() -> None:
         termios.tcsetattr(0, termios.TCSADRAIN, saved)
         os.write(1, b"\x1b[?2004l")
 
     def on_signal(signum: int, _frame: object) -> None:
-        restore()
-        raise SystemExit(0)
+        raise SystemExit(0)  # the caller's `finally` restores the terminal
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGHUP, on_signal)
     tty.setraw(0)
     os.write(1, b"\x1b[?2004h")  # ask the terminal (tmux) for bracketed pastes
-    try:
-        _read_messages(conv, screen)
-    finally:
-        restore()
-    return 0
+    return restore
 
 
 def _read_messages(conv: Conversation, screen: Screen) -> None:
