@@ -102,9 +102,9 @@ class Worker:
             if ok:
                 self.handled += 1
                 continue
-            self.failed += 1
             if self._on_failure is not None and tag:
                 try:
                     self._on_failure(tag)
                 except Exception as exc:  # a busy store: the GUID stays; the poller still retries
                     log.warning("webhook: could not forget %s: %s", tag, type(exc).__name__)
+            self.failed += 1  # counted once forgotten: a redelivery seen after this is taken
