@@ -180,6 +180,9 @@ def test_bad_requests_get_their_status_and_the_daemon_lives_on(daemon: Daemon) -
 
 
 def test_comment_is_answered_202_before_dispatch_and_reaches_a_session(daemon: Daemon) -> None:
+    # A first request warms the daemon (thread pool, store) so the clock below times
+    # only the answer, which must not wait for the ~1 s survival window of the dispatch.
+    assert daemon.post(b'{"zen": "hi"}', event="ping").status_code == 200
     started = time.monotonic()
     r = daemon.post(comment("Please add a changelog entry.", 41))
     elapsed = time.monotonic() - started

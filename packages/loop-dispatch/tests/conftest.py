@@ -100,8 +100,10 @@ class FakeTmuxKit:
         self.tmux = Tmux(
             binary=str(shim),
             socket_name="fake",
-            timeout=2.0,
-            probe_timeout=1.0,
+            # Each call starts a Python process (~80 ms): 25x that, so a loaded box is
+            # not UNKNOWN; the hang faults wait these out, so not more.
+            timeout=3.0,
+            probe_timeout=2.0,
             sleep=self._sleep,
         )
 

@@ -34,6 +34,8 @@ def _counting_client(tmux: Tmux, tmp_path: Path) -> tuple[Tmux, Path]:
 
 def test_panes_of_200_sessions_cost_one_tmux_process(tmux: Tmux, tmp_path: Path) -> None:
     names = _make_sessions(tmux, 200)
+    # The last panes forked may not have exec'd `sleep` yet (they would read "tmux").
+    wait_for(lambda: {p.command for p in tmux.panes()} == {"sleep"}, what="all exec'd")
     client, log = _counting_client(tmux, tmp_path)
     panes = client.panes()
     assert len(invocations(log)) == 1

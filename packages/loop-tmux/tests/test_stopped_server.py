@@ -72,7 +72,8 @@ def test_a_timed_out_action_may_still_run_when_the_server_resumes(
     assert tmux.spawn("loop-late", ["sleep", "300"], tmp_path).ok
     (before,) = tmux.pane_pids("loop-late")
     server = int(tmux_out(tmux, "display-message", "-p", "#{pid}").strip())
-    quick = Tmux(socket_name=tmux.socket_name, config_file="/dev/null", timeout=0.4)
+    # Long enough for the tmux client to start and queue its command on a loaded box.
+    quick = Tmux(socket_name=tmux.socket_name, config_file="/dev/null", timeout=1.5)
     os.kill(server, signal.SIGSTOP)
     try:
         result = quick.respawn("loop-late", ["sleep", "301"], tmp_path)
