@@ -84,6 +84,19 @@ def test_non_finite_durations_are_refused(tmp_path: Path) -> None:
     ]
 
 
+def test_survival_seconds_is_bounded(tmp_path: Path) -> None:
+    where = str(tmp_path / "c.yaml")
+    assert _errors("harness: {survivalSeconds: 61}\n", tmp_path) == [
+        f"{where}: harness.survivalSeconds: must be at most 60 (got 61)"
+    ]
+    assert _errors("harness: {survivalSeconds: -1}\n", tmp_path) == [
+        f"{where}: harness.survivalSeconds: must be at least 0 (got -1)"
+    ]
+    cfg = parse_text("harness: {survivalSeconds: 2.5}\n", tmp_path / "c.yaml")
+    assert cfg.harness.survival_seconds == 2.5
+    assert parse_text("tracker: local\n", tmp_path / "c.yaml").harness.survival_seconds == 1.0
+
+
 def test_sections_keys_and_paths_of_the_wrong_shape(tmp_path: Path) -> None:
     problems = _errors(
         "polling:\nharness: {cwd: '', cwdByProject: {7: /x}}\neventLog: {path: [a]}\n",

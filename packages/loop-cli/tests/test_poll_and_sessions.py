@@ -320,6 +320,55 @@ def test_dispatch_waits_at_most_dispatch_timeout_for_the_item_lock(
     assert result.exception is None or isinstance(result.exception, SystemExit)
 
 
+def test_harness_survival_seconds_catches_a_harness_slow_to_die(
+    run_cli, write_config, tmux_socket, isolated
+):
+    """harness.survivalSeconds: a harness that dies 1.2 s after starting (say, a slow
+    start that then refuses its arguments) passes the default 1 s window and takes the
+    event with it; a 2.5 s window catches it, and the event stays to be retried."""
+    (isolated / "work").mkdir(exist_ok=True)
+    dies_late = ["sh", "-c", "sleep 1.2; exit 1", "harness", "{prompt}"]
+    base = {"routing": {"tmuxSocket": tmux_socket}}
+    write_config({**base, "harness": {"cwd": str(isolated / "work"), "argv": dies_late}})
+    first = run_cli("item", "open", "one").output.strip()
+    assert run_cli("sessions", "start", first).exit_code == 0  # 1 s: counted as started
+    write_config(
+        {
+            **base,
+            "harness": {"cwd": str(isolated / "work"), "argv": dies_late, "survivalSeconds": 2.5},
+        }
+    )
+    second = run_cli("item", "open", "two").output.strip()
+    caught = run_cli("sessions", "start", second)
+    assert caught.exit_code == 1, caught.output
+    assert "exited within 2.5s" in caught.output
+    assert _record(isolated, second) is None  # undone: the next attempt starts afresh
+
+
+def test_survival_seconds_reaches_the_dispatcher_and_sessions_restart(
+    write_config, tmux_socket, isolated
+):
+    from loop_cli.config import load_config
+    from loop_cli.rotation.restart import deps_from_runtime
+    from loop_cli.runtime import Runtime
+
+    env_file = isolated / "agent.env"
+    env_file.write_text("API_TOKEN=x\n", encoding="utf-8")
+    write_config(
+        {
+            "routing": {"tmuxSocket": tmux_socket},
+            "harness": {"cwd": str(isolated), "survivalSeconds": 4},
+            "env": {"file": str(env_file)},
+        }
+    )
+    rt = Runtime(load_config(None))
+    try:
+        assert rt.dispatcher.survival_delay == 4.0
+        assert deps_from_runtime(rt).survival_delay == 4.0
+    finally:
+        rt.close()
+
+
 def test_second_poll_daemon_on_one_state_dir_is_refused(run_cli, loop_config, isolated):
     """Two pollers would share one heartbeat: the first to stop would mark the other
     "stopped" while it still runs. The second refuses to start (exit 1) and touches nothing."""

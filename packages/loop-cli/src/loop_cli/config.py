@@ -103,6 +103,10 @@ class HarnessConfig(_Section):
     cwd: ConfigPath | None = None
     # Per-project working directory: "OWNER/REPO" (github) or "PROJECT" (local) -> path.
     cwd_by_project: dict[str, ConfigPath] = Field(default_factory=dict)
+    # How long a freshly started or resumed harness must stay up to count as started: a
+    # harness that dies sooner (bad flag, unknown conversation) is caught, and a failed
+    # resume falls back to a fresh conversation. Raise it for a harness slow to fail.
+    survival_seconds: float = Field(default=1.0, ge=0, le=60, allow_inf_nan=False)
 
     @model_validator(mode="after")
     def _fits_adapter(self) -> HarnessConfig:

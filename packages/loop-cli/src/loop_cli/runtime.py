@@ -154,6 +154,7 @@ class Runtime:
             lock_dir=self.lock_dir,
             launcher=self.launcher,
             lock_timeout=self.config.routing.dispatch_timeout_seconds,
+            survival_delay=self.config.harness.survival_seconds,
             kill_harness_on_close=self.config.sessions.kill_harness_on_close,
         )
 

@@ -507,6 +507,7 @@ def deps_from_runtime(rt: Runtime, **overrides: Any) -> RestartDeps:
         "adapter_for": adapter_for,
         "events": rt.event_log,
         "lock": lambda ref: item_lock(rt.lock_dir, ref, timeout=LOCK_TIMEOUT),
+        "survival_delay": rt.config.harness.survival_seconds,
     }
     values.update(overrides)
     return RestartDeps(**values)
