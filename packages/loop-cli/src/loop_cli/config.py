@@ -156,7 +156,28 @@ class RoutingConfig(_Section):
 
 class PollingConfig(_Section):
     interval_seconds: float = Field(default=60.0, gt=0, allow_inf_nan=False)
-    max_retries: int = Field(default=3, ge=1)
+    # Kept as an alias of delivery.maxAttempts (which wins when both are given).
+    max_retries: int | None = Field(default=None, ge=1)
+
+
+class DeliveryConfig(_Section):
+    """How the inbox retries: transient faults back off until a time horizon; definite
+    failures count against an attempt budget."""
+
+    max_attempts: int | None = Field(default=None, ge=1)
+    give_up_after_seconds: float = Field(default=86400.0, gt=0, allow_inf_nan=False)
+    backoff_seconds: float = Field(default=1.0, gt=0, le=3600, allow_inf_nan=False)
+    max_backoff_seconds: float = Field(default=60.0, gt=0, le=86400, allow_inf_nan=False)
+    concurrency: int = Field(default=4, ge=1, le=64)
+    lease_seconds: float = Field(default=60.0, ge=5, le=3600, allow_inf_nan=False)
+    # How long one attempt waits for its work item's lock before it is retried later.
+    lock_wait_seconds: float = Field(default=10.0, gt=0, le=3600, allow_inf_nan=False)
+
+    @model_validator(mode="after")
+    def _backoff_order(self) -> DeliveryConfig:
+        if self.max_backoff_seconds < self.backoff_seconds:
+            raise ValueError("maxBackoffSeconds must be at least backoffSeconds")
+        return self
 
 
 class WebhookConfig(_Section):
@@ -193,6 +214,7 @@ class Config(_Section):
     harness: HarnessConfig = Field(default_factory=HarnessConfig)
     routing: RoutingConfig = Field(default_factory=RoutingConfig)
     polling: PollingConfig = Field(default_factory=PollingConfig)
+    delivery: DeliveryConfig = Field(default_factory=DeliveryConfig)
     webhook: WebhookConfig = Field(default_factory=WebhookConfig)
     env: EnvConfig = Field(default_factory=EnvConfig)
     event_log: EventLogConfig = Field(default_factory=EventLogConfig)
@@ -204,6 +226,10 @@ class Config(_Section):
         if self.tracker == "github" and not self.github.repositories:
             raise ValueError("tracker github needs at least one github.repositories entry")
         return self
+
+    def max_attempts(self) -> int:
+        """delivery.maxAttempts, else its alias polling.maxRetries, else 3."""
+        return self.delivery.max_attempts or self.polling.max_retries or 3
 
     def effective_state_dir(self) -> Path:
         return self.state_dir if self.state_dir is not None else paths.user_state_dir()
