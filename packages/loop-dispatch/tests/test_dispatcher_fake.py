@@ -341,9 +341,48 @@ def test_close_without_killing_leaves_the_harness_running(
     assert store.registry.get(record.work_item).status == "closed"
     assert fake_tmux.tmux.probe(NAME).value == "live"
     assert events.read("session.closed")[0]["detail"]["harness_kept"] is True
-    # The kept harness is never killed by a later event: the first spawn fails loudly.
-    assert disp.dispatch(make_event(REF)).reason == "occupied_unregistered"
+    # The kept harness is never killed by a later event: it carries this item's spawn
+    # token, so it is adopted and the event delivered into it.
+    later = make_event(REF)
+    assert disp.dispatch(later).reason == "adopted"
     assert fake_tmux.tmux.probe(NAME).value == "live"
+    assert "kill-session" not in fake_tmux.verbs()
+    assert store.registry.get(record.work_item).conversation_id == record.conversation_id
+    assert events.read("session.adopted")[0]["deliveryId"] == later.delivery_id
+
+
+def test_a_live_occupant_with_another_items_token_is_a_stranger(
+    fake_tmux, make_dispatcher, make_event, store, events
+):
+    fake_tmux.state.add_session(NAME)
+    with fake_tmux.state.edit() as state:
+        state["sessions"][NAME]["options"] = {"@loop_spawn_token": "0" * 32}
+    outcome = make_dispatcher(fake_tmux.tmux).dispatch(make_event(REF))
+    assert (outcome.kind, outcome.reason) == (OutcomeKind.FAILED, "occupied_unregistered")
+    assert not outcome.transient
+    assert "kill-session" not in fake_tmux.verbs()
+
+
+def test_a_new_session_carried_out_late_is_adopted_by_the_next_attempt(
+    fake_tmux, make_dispatcher, make_event, store, events
+):
+    """tmux times out on new-session but creates the session anyway (a stalled server
+    resuming): the attempt is transient, the registry rolled back, and the next attempt
+    finds the session carrying this item's token and delivers into it."""
+    fake_tmux.state.set_fault("late", ["new-session"])
+    disp = make_dispatcher(fake_tmux.tmux)
+    first = make_event(REF)
+    outcome = disp.dispatch(first)
+    assert (outcome.reason, outcome.transient) == ("spawn_unanswered", True)
+    assert store.registry.get(first.work_item) is None
+    assert fake_tmux.tmux.probe(NAME).value == "live"  # tmux carried it out
+    fake_tmux.state.clear_faults()
+    second = make_event(REF)
+    assert disp.dispatch(second).reason == "adopted"
+    record = store.registry.get(first.work_item)
+    assert record is not None and record.active
+    assert fake_tmux.state.typed(NAME)  # the event was pasted into that same session
+    assert fake_tmux.verbs().count("new-session") == 1
 
 
 def test_a_store_that_cannot_claim_is_a_retryable_failure(

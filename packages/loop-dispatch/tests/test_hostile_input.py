@@ -162,16 +162,16 @@ def test_the_remedy_named_for_a_refused_row_removes_it(store):
     assert store.registry.get(REF) is None
 
 
-def test_a_pending_ledger_row_whose_event_names_another_item_is_never_dispatched(store, make_event):
+def test_a_pending_inbox_row_whose_event_names_another_item_is_never_dispatched(store, make_event):
     import json
 
     event = make_event(REF, delivery_id="comment:t:1")
-    store.ledger.record("t", [event])
+    store.inbox.accept("t", [event])
     forged = dict(event.to_dict(), workItem=str(OTHER), deliveryId="comment:t:2")
     _edit(
         store,
-        "UPDATE ledger SET event = ? WHERE delivery_id = 'comment:t:1'",
+        "UPDATE inbox SET event = ? WHERE delivery_id = 'comment:t:1'",
         (json.dumps(forged),),
     )
-    (entry,) = store.ledger.pending("t")
-    assert entry.event is None  # unreadable: given up loudly by the poll cycle, not sent
+    (entry,) = store.inbox.entries(("pending",))
+    assert entry.event is None  # unreadable: given up loudly by the drain, never sent

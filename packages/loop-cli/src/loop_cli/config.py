@@ -143,8 +143,9 @@ class RoutingConfig(_Section):
     runner: Literal["tmux"] = "tmux"
     tmux_socket: str | None = None
     # The longest one dispatch waits for its work item's lock (another dispatch, a
-    # restart or a stop holding it) before the event fails and is retried.
-    dispatch_timeout_seconds: float = Field(default=1800.0, gt=0, allow_inf_nan=False)
+    # restart or a stop holding it) before the attempt fails (transient) and the inbox
+    # retries it later; short, so a busy item never holds a drain worker for long.
+    dispatch_timeout_seconds: float = Field(default=10.0, gt=0, allow_inf_nan=False)
 
     @field_validator("tmux_socket")
     @classmethod
@@ -170,8 +171,6 @@ class DeliveryConfig(_Section):
     max_backoff_seconds: float = Field(default=60.0, gt=0, le=86400, allow_inf_nan=False)
     concurrency: int = Field(default=4, ge=1, le=64)
     lease_seconds: float = Field(default=60.0, ge=5, le=3600, allow_inf_nan=False)
-    # How long one attempt waits for its work item's lock before it is retried later.
-    lock_wait_seconds: float = Field(default=10.0, gt=0, le=3600, allow_inf_nan=False)
 
     @model_validator(mode="after")
     def _backoff_order(self) -> DeliveryConfig:

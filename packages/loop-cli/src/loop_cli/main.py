@@ -18,6 +18,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "item": ("loop_cli.commands.item:item", "Work items of the built-in local tracker."),
     "poll": ("loop_cli.commands.poll:poll", "Run the poller (forever, or --once)."),
     "events": ("loop_cli.commands.events:events", "Read and follow the event log."),
+    "inbox": ("loop_cli.commands.inbox:inbox", "Accepted events not yet delivered: list, retry."),
     "demo": ("loop_cli.commands.demo:demo", "Watch the whole loop run once, on a private tmux."),
     "gh-webhook": ("loop_cli.commands.webhook:gh_webhook", "The GitHub webhook receiver."),
     "env": ("loop_cli.commands.env:env", "Where environment values live (env doctor)."),

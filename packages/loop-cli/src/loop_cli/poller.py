@@ -18,6 +18,7 @@ from . import heartbeat
 
 if TYPE_CHECKING:
     from loop_dispatch import CycleReport
+    from loop_dispatch.drain import DrainReport
 
     from .runtime import Runtime
 
@@ -55,25 +56,24 @@ def stale_after(interval: float) -> float:
 
 
 def run_cycle(rt: Runtime) -> CycleReport:
-    """One poll cycle over the configured source (raises on a store/config failure).
-
-    A pane that could not start the harness (env file gone, program missing) would use
-    up its event, so such a cycle dispatches nothing and raises ConfigError instead.
-    """
-    rt.check_launch()
+    """One poll cycle: read the configured source and commit what it found to the inbox
+    (raises on a store/config failure). Dispatch is the drain's."""
     from loop_dispatch.poll import run_poll_cycle
 
-    return run_poll_cycle(
-        rt.store,
-        rt.source(),
-        rt.dispatcher,
-        rt.event_log,
-        version=rt.version,
-        max_retries=rt.config.polling.max_retries,
-    )
+    return run_poll_cycle(rt.store, rt.source(), rt.event_log)
 
 
-def cycle_summary(report: CycleReport | None, error: str | None = None) -> dict[str, Any]:
+def drain_once(rt: Runtime) -> DrainReport:
+    """Dispatch everything due now, once (`poll --once`). A pane that could not start
+    the harness (env file gone, program missing) would use up its event, so such a run
+    dispatches nothing and raises ConfigError instead."""
+    rt.check_launch()
+    return rt.drain().run(until_idle=True)
+
+
+def cycle_summary(
+    report: CycleReport | None, drained: DrainReport | None = None, error: str | None = None
+) -> dict[str, Any]:
     """What the heartbeat keeps of a cycle (status shows it as "last poll")."""
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
     if report is None:
@@ -81,7 +81,12 @@ def cycle_summary(report: CycleReport | None, error: str | None = None) -> dict[
     data = report.as_dict()
     errors = data.pop("errors", [])
     result = "ok" if not errors else "source errors"
-    return {"at": now, "result": result, "errors": len(errors), **data}
+    summary = {"at": now, "result": result, "errors": len(errors), **data}
+    if drained is not None:
+        counts = drained.as_dict()
+        counts.pop("errors", None)
+        summary.update(counts)
+    return summary
 
 
 def record_once(rt: Runtime, summary: dict[str, Any]) -> None:
@@ -100,6 +105,23 @@ def record_once(rt: Runtime, summary: dict[str, Any]) -> None:
     )
 
 
+class _DrainThread:
+    """The inbox drain on a thread of the daemon; its failure stops the daemon."""
+
+    def __init__(self, rt: Runtime, stop: threading.Event, watch: Callable[[], str | None]):
+        self.drain = rt.drain(watch=watch)
+        self.stop = stop
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, name="the-loop-drain", daemon=True)
+
+    def _run(self) -> None:
+        try:
+            self.drain.run(self.stop)
+        except BaseException as exc:  # GroundLost, or a store gone for good
+            self.error = exc
+            self.stop.set()
+
+
 def run_forever(
     rt: Runtime,
     stop: threading.Event,
@@ -107,20 +129,41 @@ def run_forever(
     on_cycle: Callable[[dict[str, Any]], None] | None = None,
     max_cycles: int | None = None,
 ) -> int:
-    """Cycle until `stop` is set; returns the number of cycles run."""
+    """Poll every interval and drain the inbox until `stop` is set; returns the cycles.
+
+    Raises GroundLost when the state directory or store is deleted or replaced under
+    the daemon (the command exits non-zero so a supervisor restarts it on the real
+    state). With `max_cycles` (tests), what is due after the last cycle is drained
+    before returning.
+    """
+    from loop_dispatch.drain import GroundLost
+
     interval = rt.config.polling.interval_seconds
     started = datetime.now(timezone.utc)
     fresh = stale_after(interval)
+    ground = rt.ground()
     heartbeat.beat(rt.store, SERVICE, stale_after=fresh, started=started, detail={"mode": "daemon"})
+    drainer = _DrainThread(rt, stop, ground.check)
+    drainer.thread.start()
     cycles = 0
     summary: dict[str, Any] | None = None
+    lost: str | None = None
     try:
         while not stop.is_set():
+            lost = ground.check()
+            if lost:
+                rt.event_log.emit(
+                    "daemon.state_lost", level="error", source="poller", detail={"problem": lost}
+                )
+                stop.set()
+                break
             try:
+                rt.check_launch()
                 summary = cycle_summary(run_cycle(rt))
+                drainer.drain.wake()
             except Exception as exc:  # recorded; the daemon keeps going
                 error = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
-                summary = cycle_summary(None, error)
+                summary = cycle_summary(None, error=error)
                 rt.event_log.emit(
                     "poll.error", level="error", source="poller", detail={"error": error}
                 )
@@ -130,7 +173,7 @@ def run_forever(
                 SERVICE,
                 stale_after=fresh,
                 started=started,
-                detail={"mode": "daemon", "lastCycle": summary},
+                detail={"mode": "daemon", "lastCycle": summary, "inbox": _inbox(rt)},
             )
             if on_cycle is not None:
                 on_cycle(summary)
@@ -138,7 +181,24 @@ def run_forever(
                 break
             stop.wait(interval)
     finally:
-        heartbeat.stopped(
-            rt.store, SERVICE, started=started, detail={"mode": "daemon", "lastCycle": summary}
-        )
+        stop.set()
+        drainer.thread.join(drainer.drain.stop_grace + 15)
+        if lost is None and max_cycles is not None and drainer.error is None:
+            drainer.drain.run(until_idle=True)
+        if lost is None and drainer.error is None:
+            heartbeat.stopped(
+                rt.store, SERVICE, started=started, detail={"mode": "daemon", "lastCycle": summary}
+            )
+    if lost is not None:
+        raise GroundLost(lost)
+    if drainer.error is not None:
+        raise drainer.error
     return cycles
+
+
+def _inbox(rt: Runtime) -> dict[str, Any] | None:
+    try:
+        summary: dict[str, Any] = rt.store.inbox.summary()
+    except Exception:
+        return None
+    return summary

@@ -140,6 +140,48 @@ class Runtime:
     def cwd_for(self, ref: WorkItemRef) -> Path:
         return self.config.cwd_for_project(ref.project)
 
+    @property
+    def versions(self) -> dict[str, str]:
+        """The versions of the packages that decide a delivery: a give-up recorded under
+        any other set is re-armed once (seed 002 AC11, per package)."""
+        import loop_dispatch
+        import loop_tmux
+
+        return {
+            "loop-cli": __version__,
+            "loop-dispatch": loop_dispatch.__version__,
+            "loop-tmux": loop_tmux.__version__,
+        }
+
+    def ground(self) -> Any:
+        """The state directory's identity now, for a daemon to watch (see ground.py)."""
+        from .ground import Ground
+
+        return Ground(self.state_dir, self.state_dir / STATE_FILE)
+
+    def drain(self, *, watch: Any = None, on_settled: Any = None) -> Any:
+        """The inbox drain over this runtime's dispatcher, configured by `delivery.*`."""
+        from loop_dispatch.drain import Drain, RetryPolicy
+
+        cfg = self.config.delivery
+        policy = RetryPolicy(
+            max_attempts=self.config.max_attempts(),
+            give_up_after=cfg.give_up_after_seconds,
+            backoff=cfg.backoff_seconds,
+            max_backoff=cfg.max_backoff_seconds,
+        )
+        return Drain(
+            self.store,
+            _LaunchChecked(self),
+            self.event_log,
+            versions=self.versions,
+            policy=policy,
+            concurrency=cfg.concurrency,
+            lease_seconds=cfg.lease_seconds,
+            watch=watch,
+            on_settled=on_settled,
+        )
+
     @cached_property
     def dispatcher(self) -> Any:
         from loop_dispatch.dispatcher import Dispatcher
@@ -211,3 +253,30 @@ class Runtime:
             with contextlib.suppress(Exception):
                 obj.close()
         self._opened.clear()
+
+
+class _LaunchChecked:
+    """The dispatcher, behind the launch check: while the env file is gone or the harness
+    program is missing, a spawn would die at once, so attempts fail as
+    `launch_unavailable` (transient: retried, never counted) until it is fixed."""
+
+    def __init__(self, rt: Runtime) -> None:
+        self.rt = rt
+
+    def dispatch(self, event: Any) -> Any:
+        from loop_dispatch.dispatcher import Outcome, OutcomeKind
+
+        try:
+            self.rt.check_launch()
+        except ConfigError as exc:
+            detail = " ".join(str(exc).split())[:500]
+            self.rt.event_log.emit(
+                "dispatch.failed",
+                level="error",
+                source=EVENT_SOURCE,
+                work_item=event.work_item,
+                delivery_id=event.delivery_id,
+                detail={"reason": "launch_unavailable", "error": detail, "kind": event.kind.value},
+            )
+            return Outcome(OutcomeKind.FAILED, "launch_unavailable", detail)
+        return self.rt.dispatcher.dispatch(event)

@@ -49,6 +49,7 @@ def collect_status(rt: Runtime, now: datetime | None = None) -> dict[str, Any]:
         "services": services,
         "lastPollCycle": (poll_hb.detail.get("lastCycle") if poll_hb else None),
         "sessions": session_counts(records, fleet),
+        "inbox": rt.store.inbox.summary() if rt.has_state else None,
         "ok": all(s["running"] for s in services if s["enabled"]),
     }
     block = status_block(cfg, [r for r in records if r.active], fleet)
@@ -125,8 +126,7 @@ def render_text(status: dict[str, Any]) -> str:
     if cycle:
         lines.append(
             f"last poll: {cycle.get('at', '?')} {cycle.get('result', '')}: "
-            f"{cycle.get('new', 0)} new, {cycle.get('processed', 0)} processed, "
-            f"{cycle.get('failed', 0)} failed"
+            f"{cycle.get('new', 0)} new"
         )
     else:
         lines.append("last poll: never")
@@ -137,6 +137,10 @@ def render_text(status: dict[str, Any]) -> str:
     )
     if s.get("tmuxError"):
         lines.append(f"tmux:      did not answer: {s['tmuxError']}")
+    if status.get("inbox"):
+        line = inbox_line(status["inbox"])
+        if line:
+            lines.append(line)
     block = status.get(ENV_BLOCK)
     if block is not None:
         if block.get("line"):
@@ -144,3 +148,17 @@ def render_text(status: dict[str, Any]) -> str:
         elif block.get("error"):
             lines.append(f"env file:  drift not checked: {block['error']}")
     return "\n".join(lines)
+
+
+def inbox_line(summary: dict[str, Any]) -> str | None:
+    """The one status line about the inbox; None when nothing waits."""
+    pending, given_up = summary["pending"] + summary["inFlight"], summary["givenUp"]
+    if not pending and not given_up:
+        return None
+    parts = []
+    if pending:
+        age = summary.get("oldestPendingSeconds") or 0
+        parts.append(f"{pending} pending (oldest {int(age)}s)")
+    if given_up:
+        parts.append(f"{given_up} given up — `the-loop inbox list --state given-up`")
+    return "inbox:     " + ", ".join(parts)

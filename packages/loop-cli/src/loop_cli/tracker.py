@@ -13,7 +13,7 @@ from __future__ import annotations
 import getpass
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from loop_dispatch import Event, EventKind, PollBatch, WorkItemRef, comment_delivery_id
 
@@ -181,16 +181,20 @@ class LocalTracker:
             for r in rows
         ]
 
-    @staticmethod
     def _activity(
-        conn, project: str, number: int, kind: str, author: str, body: str, now: str
+        self, conn: Any, project: str, number: int, kind: str, author: str, body: str, now: str
     ) -> int:
+        """One activity row, and its event committed to the inbox in the same transaction:
+        the command returns only once the event is durable (the drain delivers it)."""
         cur = conn.execute(
             "INSERT INTO loop_cli_item_activity(project, number, kind, author, body, created_at)"
             " VALUES (?, ?, ?, ?, ?, ?)",
             (project, number, kind, author, body, now),
         )
-        return int(cur.lastrowid)
+        seq = int(cur.lastrowid)
+        event = LocalSource.event((seq, project, number, kind, author, body, now))
+        self.store.inbox.accept(SOURCE_NAME, [event], conn=conn)
+        return seq
 
 
 _KINDS = {"opened": EventKind.OPENED, "comment": EventKind.COMMENT, "closed": EventKind.CLOSED}
@@ -215,11 +219,12 @@ class LocalSource:
             "FROM loop_cli_item_activity WHERE seq > ? ORDER BY seq LIMIT ?",
             (after, self.batch),
         )
-        events = [self._event(r) for r in rows]
+        events = [self.event(r) for r in rows]
         return PollBatch(events, str(rows[-1][0]) if rows else cursor)
 
     @staticmethod
-    def _event(row) -> Event:
+    def event(row: Any) -> Event:
+        """The event of one activity row (the same whether the command or a poll made it)."""
         seq, project, number, kind, author, body, created = row
         ref = WorkItemRef("local", project, int(number))
         if kind == "comment":

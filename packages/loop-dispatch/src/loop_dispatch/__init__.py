@@ -22,9 +22,11 @@ if TYPE_CHECKING:
         ResumeUnsupported,
         new_conversation_id,
     )
-    from .dispatcher import Dispatcher, Outcome, OutcomeKind
+    from .dispatcher import TRANSIENT_REASONS, Dispatcher, Outcome, OutcomeKind
+    from .drain import Drain, DrainReport, GroundLost, RetryPolicy
     from .eventlog import EventLog
     from .framing import frame
+    from .inbox import Inbox, InboxEntry
     from .launch import Launcher, LaunchSpec, default_launcher
     from .lock import item_lock
     from .poll import run_poll_cycle
@@ -41,6 +43,13 @@ _LAZY = {
     "ResumeUnsupported": "adapters",
     "new_conversation_id": "adapters",
     "Dispatcher": "dispatcher",
+    "TRANSIENT_REASONS": "dispatcher",
+    "Drain": "drain",
+    "DrainReport": "drain",
+    "GroundLost": "drain",
+    "RetryPolicy": "drain",
+    "Inbox": "inbox",
+    "InboxEntry": "inbox",
     "Outcome": "dispatcher",
     "OutcomeKind": "dispatcher",
     "EventLog": "eventlog",
@@ -66,15 +75,21 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "TRANSIENT_REASONS",
     "ClaudeCodeAdapter",
     "CodexAdapter",
     "CycleReport",
     "Dispatcher",
+    "Drain",
+    "DrainReport",
     "Event",
     "EventKind",
     "EventLog",
     "GenericAdapter",
+    "GroundLost",
     "HarnessAdapter",
+    "Inbox",
+    "InboxEntry",
     "LaunchSpec",
     "Launcher",
     "Outcome",
@@ -82,6 +97,7 @@ __all__ = [
     "PollBatch",
     "RefError",
     "ResumeUnsupported",
+    "RetryPolicy",
     "SessionRecord",
     "Source",
     "Store",

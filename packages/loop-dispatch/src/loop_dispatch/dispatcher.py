@@ -4,8 +4,10 @@ It decides; loop-tmux acts. The decision tree is seed 002's (AC2, AC6-AC12), one
 method per branch:
 
 1. duplicate delivery id -> `duplicate` (logged at debug);
-2. no active session -> first spawn, fresh conversation; a live occupant unknown to the
-   registry is never killed: failed, with the operator's remedy named;
+2. no active session -> first spawn, fresh conversation, under a spawn token recorded
+   before tmux is asked; a live occupant carrying one of this item's tokens is ours
+   (a spawn tmux carried out late) and is adopted; one without is never killed:
+   failed, with the operator's remedy named;
 3. active session -> deliver -> processed;
 4. deliver unanswered (not a definite "missing") -> failed, retryable; never a respawn (AC2);
 5. deliver says missing -> re-probe: live -> deliver into it, recorded as an averted
@@ -15,7 +17,11 @@ method per branch:
 6. a spawn on the respawn path that meets a live occupant delivers into it (AC7); an
    unclearable occupant -> skipped, `session_occupied`, delivery kept (AC8); any other
    failure -> failed, delivery released (AC9);
-7. close events terminate the harness (scrollback kept) and close the record.
+7. close events terminate the harness (scrollback kept) and close the record, only once
+   tmux says the harness is gone (a silent tmux leaves the close to be retried).
+
+Failed outcomes are transient (`TRANSIENT_REASONS`: retried by the inbox without using
+up an attempt) or definite (counted against the attempt budget).
 
 Every branch emits its own event type (AC10). Everything runs under the work item's
 file lock, so two processes never act on one item at once.
@@ -43,9 +49,28 @@ from .model import Event, EventKind, WorkItemRef
 from .registry import SessionRecord
 from .store import Store, StoreError
 
-__all__ = ["Dispatcher", "Outcome", "OutcomeKind"]
+__all__ = ["TRANSIENT_REASONS", "Dispatcher", "Outcome", "OutcomeKind"]
 
 SOURCE = "dispatcher"
+
+# Failures that say nothing about the event: tmux did not answer, the item's lock or the
+# store is busy, the harness is not ready yet. The inbox retries them with backoff until
+# its time horizon, never counting them against the attempt budget. Every other failed
+# reason is definite (the harness cannot start, a stranger holds the name, tmux refused).
+TRANSIENT_REASONS = frozenset(
+    {
+        "tmux_unavailable",
+        "deliver_unavailable",
+        "probe_unknown",
+        "spawn_unanswered",
+        "item_locked",
+        "store_unavailable",
+        "lock_unavailable",
+        "harness_not_ready",
+        "harness_blocked",
+        "launch_unavailable",
+    }
+)
 
 
 class OutcomeKind(str, Enum):
@@ -66,6 +91,11 @@ class Outcome:
     @property
     def retryable(self) -> bool:
         return self.kind is OutcomeKind.FAILED
+
+    @property
+    def transient(self) -> bool:
+        """A failure that says nothing about the event (retried, never counted)."""
+        return self.kind is OutcomeKind.FAILED and self.reason in TRANSIENT_REASONS
 
 
 def _processed(reason: str, detail: str = "") -> Outcome:
@@ -176,7 +206,7 @@ class Dispatcher:
         """Terminate the item's harness (keeping scrollback) and close its record.
 
         With `kill_harness_on_close=False` the harness is left running; a later event
-        then meets it as an unregistered live occupant and fails loudly (never kills).
+        then meets it as a live occupant carrying this item's spawn token and adopts it.
         """
         try:
             with item_lock(self.lock_dir, ref, self.lock_timeout):
@@ -272,19 +302,55 @@ class Dispatcher:
             return _processed("spawned")
         self._undo_register(ref, previous)
         if result.outcome is SpawnOutcome.OCCUPIED_LIVE:
+            return self._occupied_live(event, record)
+        if result.outcome is SpawnOutcome.OCCUPIED_UNCLEARABLE:
+            return self._skip_occupied(event, record, result, path="first_spawn")
+        # tmux silent: it may still create the session when it resumes; that session
+        # carries our token and is adopted by the next attempt.
+        reason = "spawn_failed" if result.answered else "spawn_unanswered"
+        outcome = _failed(reason, _one_line(result.error))
+        self._emit_failed(event, outcome)
+        return outcome
+
+    def _occupied_live(self, event: Event, record: SessionRecord) -> Outcome:
+        """A live session holds the item's name while no active session is registered:
+        ours (its spawn token is one this item recorded) is adopted and handed the event;
+        a stranger's is never touched."""
+        ref = event.work_item
+        token = self.tmux.session_token(record.tmux_name)
+        spawned = None if token is None else self.store.registry.token_spawn(ref, token)
+        if spawned is None:
             outcome = _failed(
                 "occupied_unregistered",
                 f"tmux session {record.tmux_name} is live but no active session is registered "
-                f"for {ref}; it was not touched. Remedy: `tmux kill-session -t "
-                f"{record.tmux_name}` or `the-loop sessions reset {ref}`",
+                f"for {ref} and it carries no spawn token of this item; it was not touched. "
+                f"Remedy: `tmux kill-session -t {record.tmux_name}` or `the-loop sessions "
+                f"reset {ref}`",
             )
             self._emit_failed(event, outcome, level="error")
             return outcome
-        if result.outcome is SpawnOutcome.OCCUPIED_UNCLEARABLE:
-            return self._skip_occupied(event, record, result, path="first_spawn")
-        outcome = _failed("spawn_failed", _one_line(result.error))
-        self._emit_failed(event, outcome)
-        return outcome
+        adopted = self.store.registry.register(
+            ref,
+            harness=spawned.harness,
+            conversation_id=spawned.conversation_id,
+            cwd=spawned.cwd,
+        )
+        result = self.tmux.deliver(adopted.tmux_name, frame(event))
+        if not result.ok:
+            # Registered now: the retry takes the ordinary delivery path.
+            reason = "deliver_failed" if result.session_missing else "deliver_unavailable"
+            outcome = _failed(reason, _one_line(result.error))
+            self._emit_failed(event, outcome)
+            return outcome
+        self._emit(
+            "session.adopted",
+            event,
+            ref,
+            tmux_name=adopted.tmux_name,
+            conversation_id=adopted.conversation_id,
+            harness=adopted.harness,
+        )
+        return _processed("adopted")
 
     def _undo_register(self, ref: WorkItemRef, previous: SessionRecord | None) -> None:
         if previous is None:
@@ -292,9 +358,18 @@ class Dispatcher:
         else:
             self.store.registry.restore(previous)
 
-    def _spawn(self, record: SessionRecord, harness_argv: list[str]) -> SpawnResult:
+    def _spawn(
+        self, record: SessionRecord, harness_argv: list[str], conversation: str | None = None
+    ) -> SpawnResult:
+        """Spawn under a fresh token, recorded in the store before tmux is asked."""
         spec = self.launcher(record, harness_argv)
-        return self.tmux.spawn(record.tmux_name, spec.argv, str(record.cwd), spec.env)
+        token = self.store.registry.issue_token(
+            record.work_item,
+            harness=record.harness,
+            conversation_id=conversation or record.conversation_id,
+            cwd=record.cwd,
+        )
+        return self.tmux.spawn(record.tmux_name, spec.argv, str(record.cwd), spec.env, token=token)
 
     # -- 3./4. deliver into an active session ------------------------------------------------
 
@@ -390,7 +465,7 @@ class Dispatcher:
     ) -> Outcome:
         conversation = new_conversation_id()
         argv = self.adapter.fresh_argv(prompt, conversation)
-        result = self._spawn(record, argv)
+        result = self._spawn(record, argv, conversation)
         if result.outcome is not SpawnOutcome.SPAWNED:
             return self._respawn_spawn_refused(record, event, result)
         if self._exited_at_once(record):
@@ -452,7 +527,8 @@ class Dispatcher:
             return self._deliver_into_occupant(record, event, via="spawn")
         if result.outcome is SpawnOutcome.OCCUPIED_UNCLEARABLE:
             return self._skip_occupied(event, record, result, path="respawn")
-        outcome = _failed("respawn_failed", _one_line(result.error))
+        reason = "respawn_failed" if result.answered else "spawn_unanswered"
+        outcome = _failed(reason, _one_line(result.error))
         self._emit_failed(event, outcome)
         return outcome
 
@@ -479,12 +555,18 @@ class Dispatcher:
     # -- 7. close ----------------------------------------------------------------------------
 
     def _close(self, ref: WorkItemRef, delivery_id: str | None) -> Outcome:
+        """Close settles only once the harness is gone: a tmux that does not answer
+        leaves the record active and the close retried (transient), so a close handled
+        during a stall still ends the agent once tmux answers."""
         record = self.store.registry.get(ref)
         if record is None or not record.active:
             return _processed("no_active_session")
         terminated = None
         if self.kill_harness_on_close:
-            terminated = self.tmux.terminate(record.tmux_name, self.terminate_grace)
+            gone = self._end_harness(record)
+            if gone is not None:
+                return self._close_failed(ref, delivery_id, gone)
+            terminated = True
         self.store.registry.close(ref)
         self.events.emit(
             "session.closed",
@@ -497,6 +579,30 @@ class Dispatcher:
                 "harness_kept": not self.kill_harness_on_close,
             },
         )
-        if terminated is False:
-            return _processed("closed", "harness did not confirm termination")
         return _processed("closed")
+
+    def _end_harness(self, record: SessionRecord) -> Outcome | None:
+        """Terminate the pane's programs; None once tmux says none is live."""
+        presence = self.tmux.probe(record.tmux_name)
+        if presence is Presence.LIVE and self.tmux.terminate(
+            record.tmux_name, self.terminate_grace
+        ):
+            return None
+        if presence is Presence.LIVE:
+            presence = self.tmux.probe(record.tmux_name)
+        if presence is Presence.UNKNOWN:
+            return _failed("tmux_unavailable", f"tmux did not answer about {record.tmux_name}")
+        if presence is Presence.LIVE:
+            return _failed("terminate_failed", f"a program in {record.tmux_name} outlived SIGKILL")
+        return None
+
+    def _close_failed(self, ref: WorkItemRef, delivery_id: str | None, outcome: Outcome) -> Outcome:
+        self.events.emit(
+            "dispatch.failed",
+            level="warning",
+            source=SOURCE,
+            work_item=ref,
+            delivery_id=delivery_id,
+            detail={"reason": outcome.reason, "error": outcome.detail, "kind": "closed"},
+        )
+        return outcome

@@ -1,6 +1,7 @@
-"""The poll path: a Source lists new events since a cursor; a cycle records and dispatches.
+"""The poll path: a Source lists new events since a cursor; a cycle commits them.
 
-A Source knows its tracker (GitHub, the local tracker); this module knows the ledger.
+A Source knows its tracker (GitHub, the local tracker); a cycle commits what it read to
+the inbox, and the drain dispatches it.
 """
 
 from __future__ import annotations
@@ -11,9 +12,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from .model import Event
 
 if TYPE_CHECKING:
-    from .dispatcher import Dispatcher, Outcome
     from .eventlog import EventLog
-    from .ledger import LedgerEntry
     from .store import Store
 
 __all__ = ["CycleReport", "PollBatch", "Source", "run_poll_cycle"]
@@ -55,12 +54,6 @@ class CycleReport:
     source: str
     new: int = 0
     baselined: int = 0
-    processed: int = 0
-    failed: int = 0
-    skipped: int = 0
-    duplicate: int = 0
-    rearmed: int = 0
-    gave_up: int = 0
     errors: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, object]:
@@ -76,45 +69,16 @@ def _poll_source(source: Source, cursor: str | None) -> PollBatch:
         return PollBatch(events=[], cursor=cursor, errors=[f"{type(exc).__name__}: {message}"])
 
 
-def run_poll_cycle(
-    store: Store,
-    source: Source,
-    dispatcher: Dispatcher,
-    events: EventLog,
-    *,
-    version: str,
-    max_retries: int,
-) -> CycleReport:
-    """One poll cycle over `source`.
+def run_poll_cycle(store: Store, source: Source, events: EventLog) -> CycleReport:
+    """One poll cycle over `source`: read, then commit to the inbox. Nothing is dispatched
+    here: the drain does that, for every ingress alike.
 
-    1. Re-arm give-ups recorded by another version, once each (AC11; `poll.rearmed`).
-    2. Poll from the stored cursor; record new events (and baseline ids) in the ledger
-       and store the new cursor in the same transaction.
-    3. Dispatch every pending entry of this source, oldest first: processed, skipped or
-       duplicate resolve it; failed costs an attempt, and the `max_retries`-th failed
-       attempt gives it up, recording `version` (`poll.gave_up`).
-    4. Emit `poll.cycle` with the counts, and return them.
+    The new events, the baseline ids and the source's new cursor are ONE transaction,
+    so the cursor never moves past an event the inbox does not hold. Emits `poll.cycle`.
     """
-    if max_retries < 1:
-        raise ValueError("max_retries must be at least 1")
-    ledger = store.ledger
+    from .store import UPSERT_CURSOR, utcnow_iso
+
     report = CycleReport(source=source.name)
-
-    for entry in ledger.rearm(version, source.name):
-        report.rearmed += 1
-        events.emit(
-            "poll.rearmed",
-            source=SOURCE,
-            work_item=entry.work_item or None,
-            delivery_id=entry.delivery_id,
-            detail={
-                "gave_up_version": entry.gave_up_version,
-                "running_version": version,
-                "attempts_before": entry.attempts,
-                "source": source.name,
-            },
-        )
-
     batch = _poll_source(source, store.cursors.get(source.name))
     report.errors = list(batch.errors)
     for error in batch.errors:
@@ -124,78 +88,15 @@ def run_poll_cycle(
             source=SOURCE,
             detail={"source": source.name, "error": error},
         )
-    report.new = ledger.record(source.name, batch.events, batch.baseline, cursor=batch.cursor)
+    with store.transaction() as conn:
+        accepted = store.inbox.accept(source.name, batch.events, batch.baseline, conn=conn)
+        conn.execute(UPSERT_CURSOR, (source.name, batch.cursor, utcnow_iso()))
+    report.new = len(accepted)
     report.baselined = len(batch.baseline)
-
-    for entry in ledger.pending(source.name):
-        _dispatch_entry(entry, store, dispatcher, events, report, version, max_retries)
-
     events.emit(
         "poll.cycle",
         source=SOURCE,
-        detail={k: v for k, v in report.as_dict().items() if k != "errors"}
+        detail={"source": source.name, "new": report.new, "baselined": report.baselined}
         | {"errors": len(report.errors)},
     )
     return report
-
-
-def _dispatch_safely(dispatcher: Dispatcher, event: Event) -> Outcome:
-    """The dispatcher settles its own faults; anything escaping it (a lock directory
-    that vanished, say) is one failed attempt, not the end of the cycle."""
-    from .dispatcher import Outcome, OutcomeKind
-
-    try:
-        return dispatcher.dispatch(event)
-    except Exception as exc:
-        message = " ".join(str(exc).split())[:300]
-        return Outcome(OutcomeKind.FAILED, "dispatch_error", f"{type(exc).__name__}: {message}")
-
-
-def _dispatch_entry(
-    entry: LedgerEntry,
-    store: Store,
-    dispatcher: Dispatcher,
-    events: EventLog,
-    report: CycleReport,
-    version: str,
-    max_retries: int,
-) -> None:
-    from .dispatcher import OutcomeKind
-
-    if entry.event is None:
-        # A pending row whose stored event is unreadable (hand-edited): it cannot be
-        # sent, so it is given up at once, loudly.
-        store.ledger.mark_failed(
-            entry.delivery_id, max_retries=1, version=version, outcome="unreadable"
-        )
-        report.failed += 1
-        report.gave_up += 1
-        _emit_gave_up(events, entry, version, "unreadable_stored_event")
-        return
-    outcome = _dispatch_safely(dispatcher, entry.event)
-    if outcome.kind is OutcomeKind.FAILED:
-        report.failed += 1
-        if store.ledger.mark_failed(
-            entry.delivery_id, max_retries=max_retries, version=version, outcome=outcome.reason
-        ):
-            report.gave_up += 1
-            _emit_gave_up(events, entry, version, outcome.reason)
-        return
-    store.ledger.mark_done(entry.delivery_id, outcome.kind.value)
-    if outcome.kind is OutcomeKind.PROCESSED:
-        report.processed += 1
-    elif outcome.kind is OutcomeKind.SKIPPED:
-        report.skipped += 1
-    else:
-        report.duplicate += 1
-
-
-def _emit_gave_up(events: EventLog, entry: LedgerEntry, version: str, reason: str) -> None:
-    events.emit(
-        "poll.gave_up",
-        level="error",
-        source=SOURCE,
-        work_item=entry.work_item or None,
-        delivery_id=entry.delivery_id,
-        detail={"version": version, "attempts": entry.attempts + 1, "reason": reason},
-    )

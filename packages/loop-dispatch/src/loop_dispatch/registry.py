@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
+import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -21,7 +22,7 @@ from .store import StoreError, utcnow_iso
 if TYPE_CHECKING:
     from .store import Store
 
-__all__ = ["Registry", "SessionRecord", "SessionStatus"]
+__all__ = ["Registry", "SessionRecord", "SessionStatus", "SpawnRecord"]
 
 SessionStatus = Literal["active", "closed"]
 # What a conversation id may be (ours are uuid4s): never a flag, a space or a newline.
@@ -231,3 +232,46 @@ class Registry:
             return (
                 conn.execute("DELETE FROM sessions WHERE work_item = ?", (str(ref),)).rowcount > 0
             )
+
+    # -- spawn tokens ----------------------------------------------------------------
+
+    def issue_token(
+        self, ref: WorkItemRef, *, harness: str, conversation_id: str | None, cwd: str | Path
+    ) -> str:
+        """Record a new spawn token for `ref` BEFORE the spawn is sent.
+
+        tmux sets it on the session in the command that creates it, so a session tmux
+        creates late (the call timed out, the registry was rolled back) still carries a
+        token this item recorded: it is ours, and is adopted rather than called a stranger.
+        """
+        token = uuid.uuid4().hex
+        with self._store.transaction() as conn:
+            conn.execute(
+                "INSERT INTO spawn_tokens(token, work_item, conversation_id, harness, cwd, "
+                "created_at) VALUES (?, ?, ?, ?, ?, ?)",
+                (token, str(ref), conversation_id, harness, str(cwd), utcnow_iso()),
+            )
+        return token
+
+    def token_spawn(self, ref: WorkItemRef, token: str) -> SpawnRecord | None:
+        """What this item recorded with `token`; None when the token is not this item's."""
+        rows = self._store.query(
+            "SELECT conversation_id, harness, cwd FROM spawn_tokens "
+            "WHERE token = ? AND work_item = ?",
+            (token, str(ref)),
+        )
+        if not rows:
+            return None
+        conversation = rows[0][0]
+        if conversation is not None and not _CONVERSATION_ID_RE.fullmatch(str(conversation)):
+            conversation = None
+        return SpawnRecord(conversation_id=conversation, harness=rows[0][1], cwd=Path(rows[0][2]))
+
+
+@dataclass(frozen=True, kw_only=True)
+class SpawnRecord:
+    """What was recorded with a spawn token: enough to adopt the session it names."""
+
+    conversation_id: str | None
+    harness: str
+    cwd: Path

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .deliveries import Deliveries
-    from .ledger import Ledger
+    from .inbox import Inbox
     from .registry import Registry
 
 __all__ = ["CORE_NAMESPACE", "Cursors", "Meta", "Store", "StoreError", "utcnow_iso"]
@@ -73,6 +73,59 @@ CORE_MIGRATIONS: list[str] = [
         value      TEXT NOT NULL,
         updated_at TEXT NOT NULL
     );
+    """,
+    # v2: the inbox (every accepted event and all retry state, for every ingress) takes
+    # over the poll ledger's rows; spawn tokens record the-loop's own tmux sessions.
+    """
+    CREATE TABLE inbox (
+        seq              INTEGER PRIMARY KEY AUTOINCREMENT,
+        delivery_id      TEXT NOT NULL UNIQUE,
+        work_item        TEXT NOT NULL,
+        source           TEXT NOT NULL,
+        state            TEXT NOT NULL
+                         CHECK (state IN ('pending', 'claimed', 'done', 'given_up', 'baseline')),
+        event            TEXT,
+        attempts         INTEGER NOT NULL DEFAULT 0,
+        tries            INTEGER NOT NULL DEFAULT 0,
+        due_at           TEXT NOT NULL,
+        lease_owner      TEXT,
+        lease_until      TEXT,
+        outcome          TEXT,
+        last_reason      TEXT,
+        last_error       TEXT,
+        gave_up_versions TEXT,
+        rearm_count      INTEGER NOT NULL DEFAULT 0,
+        received_at      TEXT NOT NULL,
+        settled_at       TEXT,
+        updated_at       TEXT NOT NULL
+    );
+    CREATE INDEX inbox_open ON inbox (work_item, seq) WHERE state IN ('pending', 'claimed');
+    CREATE INDEX inbox_due ON inbox (state, due_at);
+    INSERT INTO inbox (delivery_id, work_item, source, state, event, attempts, tries, due_at,
+                       outcome, last_reason, gave_up_versions, rearm_count, received_at,
+                       settled_at, updated_at)
+    SELECT delivery_id, work_item, source,
+           CASE state WHEN 'gave_up' THEN 'given_up' ELSE state END,
+           CASE WHEN state IN ('pending', 'gave_up') THEN event END,
+           attempts, attempts, last_seen,
+           CASE state WHEN 'done' THEN last_outcome END,
+           last_outcome,
+           CASE WHEN state = 'gave_up' AND gave_up_version IS NOT NULL
+                THEN '{"loop-cli":"' || replace(gave_up_version, '"', '') || '"}' END,
+           rearm_count, first_seen,
+           CASE WHEN state IN ('done', 'gave_up') THEN last_seen END,
+           last_seen
+    FROM ledger ORDER BY rowid;
+    DROP TABLE ledger;
+    CREATE TABLE spawn_tokens (
+        token           TEXT PRIMARY KEY,
+        work_item       TEXT NOT NULL,
+        conversation_id TEXT,
+        harness         TEXT NOT NULL,
+        cwd             TEXT NOT NULL,
+        created_at      TEXT NOT NULL
+    );
+    CREATE INDEX spawn_tokens_by_item ON spawn_tokens (work_item);
     """,
 ]
 
@@ -315,10 +368,10 @@ class Store:
         return Deliveries(self)
 
     @property
-    def ledger(self) -> Ledger:
-        from .ledger import Ledger
+    def inbox(self) -> Inbox:
+        from .inbox import Inbox
 
-        return Ledger(self)
+        return Inbox(self)
 
     @property
     def cursors(self) -> Cursors:
@@ -346,7 +399,7 @@ def _run_script(conn: sqlite3.Connection, script: str) -> None:
         conn.execute(buf)
 
 
-# (source, cursor, updated_at); also run by Ledger.record inside its own transaction.
+# (source, cursor, updated_at); also run by a poll cycle inside its inbox transaction.
 UPSERT_CURSOR = (
     "INSERT INTO cursors(source, cursor, updated_at) VALUES (?, ?, ?) "
     "ON CONFLICT(source) DO UPDATE SET cursor = excluded.cursor, updated_at = excluded.updated_at"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import signal
 import stat
 import time
@@ -18,7 +19,13 @@ from .errors import TmuxCapabilityWarning, TmuxUnavailable
 from .presence import Presence
 from .results import DeliverResult, Pane, RespawnResult, SpawnOutcome, SpawnResult
 
-_PANE_FORMAT = "#{pane_id}\t#{pane_pid}\t#{pane_dead}\t#{pane_current_command}\t#{session_name}"
+# The session's spawn token (a user option set by spawn) is read in the same call.
+TOKEN_OPTION = "@loop_spawn_token"  # noqa: S105 (an option NAME)
+_PANE_FORMAT = (
+    "#{pane_id}\t#{pane_pid}\t#{pane_dead}\t#{pane_current_command}\t"
+    "#{" + TOKEN_OPTION + "}\t#{session_name}"
+)
+_TOKEN_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _DEAD_MARK = "loop-tmux:pane-dead"
 _POLL = 0.05
 _EXIT_POLL = 0.005
@@ -164,10 +171,10 @@ class Tmux:
             raise TmuxUnavailable(answer.error)
         result = []
         for line in answer.stdout.splitlines():
-            fields = line.split("\t", 4)
-            if len(fields) != 5:
+            fields = line.split("\t", 5)
+            if len(fields) != 6:
                 continue
-            pane_id, pid, dead, command, session = fields
+            pane_id, pid, dead, command, token, session = fields
             result.append(
                 Pane(
                     session=session,
@@ -175,9 +182,25 @@ class Tmux:
                     pid=int(pid) if pid.isdigit() else 0,
                     dead=dead == "1",
                     command=command,
+                    token=token,
                 )
             )
         return result
+
+    def session_token(self, name: str, *, timeout: float | None = None) -> str | None:
+        """The spawn token the session was created with; None when absent or unset.
+
+        Raises TmuxUnavailable when tmux does not answer.
+        """
+        answer = self._read(
+            ["show-options", "-qv", "-t", naming.pane_target(name), TOKEN_OPTION],
+            self.probe_timeout if timeout is None else timeout,
+        )
+        if not answer.ok:
+            if runner.says_absent(answer):
+                return None
+            raise TmuxUnavailable(answer.error)
+        return answer.stdout.strip() or None
 
     def global_environment(self, *, timeout: float | None = None) -> dict[str, str] | None:
         """The server's global environment (`show-environment -g`); None when no server runs.
@@ -303,9 +326,10 @@ class Tmux:
         return presence, why
 
     def _new_session(
-        self, name: str, program: list[str], cwd: str, env_flags: list[str]
+        self, name: str, program: list[str], cwd: str, env_flags: list[str], token: str | None
     ) -> runner.Answer:
-        """One invocation: [global history-limit ;] new-session ; remain-on-exit on."""
+        """One invocation: [global history-limit ;] new-session ; remain-on-exit on
+        [; the spawn token]: the session never exists without its token."""
         size: list[str] = []
         if self.width:
             size += ["-x", str(self.width)]
@@ -317,12 +341,15 @@ class Tmux:
         # handles the child's exit only between queue runs, so even a program that exits
         # at once leaves a DEAD pane rather than no session.
         keep = ["set-option", "-w", "-t", naming.pane_target(name), "remain-on-exit", "on"]
+        tail = [keep]
+        if token is not None:
+            tail.append(["set-option", "-t", naming.pane_target(name), TOKEN_OPTION, token])
         if self.history_limit is None:
-            return self._run(commands.chain(new, keep))
+            return self._run(commands.chain(new, *tail))
         # history-limit is read when a pane is created, so it must be set before
         # new-session, and only the server-global value is there yet.
         limit = ["set-option", "-g", "history-limit", str(self.history_limit)]
-        return self._run(commands.chain(limit, new, keep))
+        return self._run(commands.chain(limit, new, *tail))
 
     @staticmethod
     def _spawned(answer: runner.Answer, cleared: bool) -> SpawnResult:
@@ -349,8 +376,14 @@ class Tmux:
         argv: Sequence[str],
         cwd: str | os.PathLike[str],
         env: Mapping[str, str] | None = None,
+        *,
+        token: str | None = None,
     ) -> SpawnResult:
         """Start ``argv`` in a new detached session ``name``, never over a live one.
+
+        ``token`` (letters, digits, ``-``, ``_``) is set as the session's user option
+        ``@loop_spawn_token`` in the same tmux command that creates it, so a session
+        tmux creates late (after the call timed out) can still be recognised as ours.
 
         LIVE occupant: occupied-live, untouched (AC3). DEAD occupant: killed, the kill
         verified by a probe, else occupied-unclearable (AC4). ``duplicate session`` from
@@ -358,6 +391,8 @@ class Tmux:
         pre-flight: failed, nothing killed.
         """
         naming.check_name(name)
+        if token is not None and not _TOKEN_RE.fullmatch(token):
+            raise ValueError("a spawn token is 1-64 letters, digits, '-' or '_'")
         program = commands.program_args(argv)
         directory = os.fspath(cwd)
         flags = self._env_flags(env, "new-session")
@@ -367,7 +402,7 @@ class Tmux:
         presence, why = self._probe(name)
         if presence is Presence.UNKNOWN:
             reason = f"pre-flight probe of {name} got no usable answer ({why}); nothing killed"
-            return SpawnResult(SpawnOutcome.FAILED, reason)
+            return SpawnResult(SpawnOutcome.FAILED, reason, answered=False)
         if presence is Presence.LIVE:
             return SpawnResult(SpawnOutcome.OCCUPIED_LIVE, f"session {name} is live")
         cleared = False
@@ -377,13 +412,14 @@ class Tmux:
                 return refusal
             cleared = True
 
-        answer = self._new_session(name, program, directory, flags)
+        answer = self._new_session(name, program, directory, flags, token)
         if answer.ok:
             return self._spawned(answer, cleared)
         if not answer.answered:
             return SpawnResult(
                 SpawnOutcome.FAILED,
                 f"{answer.error} (new-session: tmux may still carry it out when it resumes)",
+                answered=False,
             )
         duplicate = "duplicate session" in answer.stderr
         if not duplicate and not runner.is_transient(answer):
@@ -397,7 +433,9 @@ class Tmux:
             return SpawnResult(SpawnOutcome.OCCUPIED_LIVE, f"session {name} is live")
         if presence is Presence.UNKNOWN:
             if not duplicate:
-                return SpawnResult(SpawnOutcome.FAILED, f"{answer.error}; re-probe: {why}")
+                return SpawnResult(
+                    SpawnOutcome.FAILED, f"{answer.error}; re-probe: {why}", answered=False
+                )
             return SpawnResult(
                 SpawnOutcome.OCCUPIED_UNCLEARABLE,
                 f"duplicate session {name}, and the re-probe got no usable answer ({why})",
@@ -407,7 +445,7 @@ class Tmux:
             if refusal is not None:
                 return refusal
             cleared = True
-        retry = self._new_session(name, program, directory, flags)
+        retry = self._new_session(name, program, directory, flags, token)
         if retry.ok:
             return self._spawned(retry, cleared)
         if "duplicate session" in retry.stderr:
@@ -537,7 +575,8 @@ class Tmux:
             except TmuxUnavailable:
                 return False
             self._sleep(_POLL)
-        return False
+        # tmux has not marked the pane dead yet, but the kernel says every pid is gone.
+        return not any(_running(pid) for pid in pids)
 
 
 def _signal(pid: int, signum: signal.Signals) -> None:

@@ -15,6 +15,8 @@ hold. Faults are injected through the state file (see :class:`FakeState`):
 - ``fail``: ``{command: "error text"}`` -- that command fails with tmux's exit status 1
   (or ``{command: {"text": ..., "after": n, "times": m}}``: only its calls n+1 to n+m,
   every call from n+1 on when ``times`` is absent);
+- ``late``: command names whose invocation is carried out and then never answered,
+  like a command queued to a SIGSTOPped server that runs it once it resumes;
 - ``version``: what ``tmux -V`` prints (an old version also refuses ``-e``).
 
 Pane pids are above the kernel's pid_max, so nothing can ever signal a real process
@@ -29,6 +31,7 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import shlex
 import stat
 import sys
@@ -277,6 +280,7 @@ class _Fake:
         self.flags = flags
         self.stdin = stdin
         self.out: list[str] = []
+        self.late = False  # a "late" command ran: the caller never hears back
 
     @property
     def faults(self) -> dict[str, Any]:
@@ -309,6 +313,10 @@ class _Fake:
         raise TmuxExit(f"can't find session: {name}")
 
     def fmt(self, text: str, name: str, pane: dict[str, Any] | None) -> str:
+        session = self.state["sessions"].get(name, {})
+        for option, value in session.get("options", {}).items():
+            text = text.replace("#{" + option + "}", value)
+        text = re.sub(r"#\{@[A-Za-z0-9_-]+\}", "", text)  # unset user options are empty
         values = {"session_name": name}
         if pane is not None:
             values.update(
@@ -341,6 +349,8 @@ class _Fake:
         if handler is None:
             raise TmuxExit(f"unknown command: {verb}")
         handler(args)
+        if verb in self.faults.get("late", []):
+            self.late = True
 
     # commands -------------------------------------------------------------------------
 
@@ -394,6 +404,15 @@ class _Fake:
         _name, session = self.session(opts.get("t", [""])[-1])
         if rest[:1] == ["remain-on-exit"]:
             session["remain_on_exit"] = rest[1:2] == ["on"]
+        elif rest[:1] and rest[0].startswith("@") and len(rest) > 1:
+            session.setdefault("options", {})[rest[0]] = rest[1]
+
+    def cmd_show_options(self, args: list[str]) -> None:
+        opts, rest = _options(args, "t")
+        _name, session = self.session(opts.get("t", [""])[-1])
+        value = session.get("options", {}).get(rest[0] if rest else "")
+        if value is not None:
+            self.out.append(value if "v" in opts else f"{rest[0]} {value}")
 
     def cmd_kill_session(self, args: list[str]) -> None:
         opts, _ = _options(args, "t")
@@ -534,6 +553,8 @@ def main(argv: list[str] | None = None) -> int:
             sys.stdout.write("".join(line + "\n" for line in fake.out))
             sys.stderr.write(f"{exc}\n")
             return 1
+    if fake.late:
+        time.sleep(3600)  # carried out, never answered; the client's timeout kills us
     sys.stdout.write("".join(line + "\n" for line in fake.out))
     return 0
 

@@ -23,6 +23,9 @@ class SpawnResult:
     error: str | None = None
     cleared: bool = False  # a DEAD occupant was killed (and the kill verified) first
     pid: int | None = None  # the new pane's pid when spawned
+    # False when tmux did not answer (failed only): nothing is known, and a new-session
+    # may still be carried out when the server resumes. A caller retries, later.
+    answered: bool = True
 
     @property
     def ok(self) -> bool:
@@ -60,3 +63,4 @@ class Pane:
     pid: int
     dead: bool
     command: str
+    token: str = ""  # the session's spawn token ("" when it has none: not ours)

@@ -15,12 +15,14 @@ from ._common import runtime
 def _line(summary: dict[str, Any]) -> str:
     if summary.get("result") == "error":
         return f"poll cycle at {summary['at']}: error: {summary.get('error')}"
-    return (
-        f"poll cycle at {summary['at']}: {summary['new']} new, {summary['processed']} processed,"
-        f" {summary['failed']} failed, {summary['skipped']} skipped, {summary['duplicate']}"
-        f" duplicate, {summary['gave_up']} gave up, {summary['rearmed']} re-armed,"
-        f" {summary['errors']} source errors"
-    )
+    line = f"poll cycle at {summary['at']}: {summary['new']} new"
+    if "processed" in summary:  # --once also drained the inbox
+        line += (
+            f", {summary['processed']} processed, {summary['retried']} to retry,"
+            f" {summary['skipped']} skipped, {summary['duplicate']} duplicate,"
+            f" {summary['gave_up']} gave up, {summary['rearmed']} re-armed"
+        )
+    return line + f", {summary['errors']} source errors"
 
 
 @click.group(invoke_without_command=True)
@@ -29,7 +31,9 @@ def _line(summary: dict[str, Any]) -> str:
 def poll(ctx: click.Context, once: bool) -> None:
     """Run the poller: `poll start` (foreground) or `poll --once`.
 
-    --once exits 1 when the source reported errors or an event was given up, else 0.
+    --once reads the source into the inbox, then dispatches everything due now once;
+    it exits 1 when the source reported errors or an event was given up, else 0.
+    Events that failed transiently stay in the inbox for the next run.
     """
     if ctx.invoked_subcommand is not None:
         if once:
@@ -38,18 +42,20 @@ def poll(ctx: click.Context, once: bool) -> None:
     if not once:
         click.echo(ctx.get_help())
         ctx.exit(2)
-    from ..poller import cycle_summary, record_once, run_cycle
+    from ..poller import cycle_summary, drain_once, record_once, run_cycle
 
     rt = runtime(ctx)
+    rt.check_launch()
     report = run_cycle(rt)
-    summary = cycle_summary(report)
+    drained = drain_once(rt)
+    summary = cycle_summary(report, drained)
     record_once(rt, summary)
     click.echo(_line(summary))
     for error in report.errors:
         click.echo(f"source error: {error}", err=True)
-    if report.errors or report.gave_up:
+    if report.errors or drained.gave_up:
         raise OperationalError(
-            f"poll cycle had {len(report.errors)} source error(s), {report.gave_up} give-up(s)"
+            f"poll cycle had {len(report.errors)} source error(s), {drained.gave_up} give-up(s)"
         )
 
 
@@ -63,7 +69,10 @@ def poll(ctx: click.Context, once: bool) -> None:
 )
 @click.pass_context
 def start(ctx: click.Context, cycles: int | None) -> None:
-    """Poll in the foreground at polling.intervalSeconds until SIGTERM or SIGINT."""
+    """Poll in the foreground at polling.intervalSeconds and dispatch the inbox, until
+    SIGTERM or SIGINT (then within about 2 s plus one tmux timeout)."""
+    from loop_dispatch.drain import GroundLost
+
     from ..poller import daemon_lock, run_forever
 
     rt = runtime(ctx)
@@ -82,6 +91,8 @@ def start(ctx: click.Context, cycles: int | None) -> None:
         )
         try:
             n = run_forever(rt, stop, on_cycle=lambda s: click.echo(_line(s)), max_cycles=cycles)
+        except GroundLost as exc:
+            raise OperationalError(f"the-loop poller: stopping: {exc}") from None
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)

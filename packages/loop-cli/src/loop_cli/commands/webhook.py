@@ -66,15 +66,7 @@ def _own_login(rt: Runtime) -> str | None:
     return login if isinstance(login, str) else None
 
 
-def _handler(rt: Runtime, route: bool) -> Any:
-    if route:
-        dispatcher = rt.dispatcher
-
-        def dispatch(event: Event) -> object:
-            return dispatcher.dispatch(event)
-
-        return dispatch
-
+def _log_event(rt: Runtime) -> Any:
     def record(event: Event) -> object:
         return rt.event_log.emit(
             "webhook.received",
@@ -85,6 +77,38 @@ def _handler(rt: Runtime, route: bool) -> Any:
         )
 
     return record
+
+
+def _drain_lifespan(rt: Runtime, drain: Any) -> Any:
+    """Run the inbox drain beside the server; stop it (within its grace) on shutdown.
+
+    The drain watches the state directory: deleted or replaced, it stops the server."""
+    import contextlib
+    import signal
+    import threading
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Any) -> Any:
+        stop = threading.Event()
+        failure: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                drain.run(stop)
+            except BaseException as exc:  # GroundLost or a store gone for good
+                failure.append(exc)
+                os.kill(os.getpid(), signal.SIGTERM)
+
+        thread = threading.Thread(target=run, name="the-loop-drain", daemon=True)
+        thread.start()
+        app.state.drain_failure = failure
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join(drain.stop_grace + 15)
+
+    return lifespan
 
 
 @click.group("gh-webhook")
@@ -122,20 +146,27 @@ def start(
 
     from ..heartbeat import beat, stopped
     from ..webhook.app import create_app
-    from ..webhook.seen import StoreSeen
+    from ..webhook.seen import InboxAccept, LogAccept
     from ..webhook.server import serve
 
     store = rt.store
+    lifespan = None
+    if route:
+        drain = rt.drain(watch=rt.ground().check)
+        accept: Any = InboxAccept(store, on_accepted=drain.wake)
+        lifespan = _drain_lifespan(rt, drain)
+    else:
+        accept = LogAccept(store, _log_event(rt))
     app = create_app(
         secret,
-        _handler(rt, route),
+        accept,
         max_body=cfg.webhook.max_body_bytes,
         authorized_actors=list(cfg.authorized_actors),
         trigger_label=cfg.github.trigger_label,
         own_login=_own_login(rt),
         insecure=insecure_no_signature,
         repositories=list(cfg.github.repositories) or None,
-        seen=StoreSeen(store),
+        lifespan=lifespan,
     )
     started = datetime.now(timezone.utc)
     stats = app.state.stats
@@ -159,6 +190,9 @@ def start(
             f"gh-webhook: cannot listen on {host}:{port}: {exc.strerror}"
         ) from None
     finally:
-        if running:  # a receiver that never listened must not overwrite another's beat
+        failure = getattr(app.state, "drain_failure", None)
+        if running and not failure:  # a receiver that never listened must not overwrite
             stopped(store, SERVICE, started=started, detail=dict(stats))
+    if failure:
+        raise OperationalError(f"gh-webhook: stopping: {failure[0]}")
     click.echo("gh-webhook stopped", err=True)

@@ -5,6 +5,12 @@ byte of body is read), the content type (415), the body read under a hard cap (4
 the signature over the raw bytes (401), then the headers and JSON (400). Only then is
 the delivery id recorded (duplicate -> 200) and the event queued for the worker
 (202). The handler never raises to the server: bad input is an answer, not a crash.
+
+Accepted means durable: `accept(guid, kind, event)` commits the delivery GUID and the
+event (the inbox, with --route) in one transaction before 202 is sent, so a receiver
+killed at any instant has either answered nothing (GitHub may redeliver, the GUID is
+not recorded) or committed the event (the drain delivers it). A store that cannot
+commit answers 503: nothing was accepted.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ import contextlib
 import json
 import logging
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 from starlette.applications import Starlette
@@ -25,11 +31,12 @@ from starlette.routing import Route
 from loop_dispatch import Event
 
 from .payload import Ignored, PayloadError, Rules, to_event
-from .seen import MemorySeen, SeenDeliveries
 from .verify import verify_signature
-from .worker import Worker
 
-__all__ = ["DEFAULT_MAX_BODY", "create_app"]
+__all__ = ["DEFAULT_MAX_BODY", "Accept", "create_app"]
+
+# accept(guid, github_event_name, event) -> "accepted" | "duplicate"; commits first.
+Accept = Callable[[str, str, Event], str]
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +66,7 @@ async def _read_capped(request: Request, limit: int) -> bytes:
 
 def create_app(
     secret: bytes | None,
-    handle: Callable[[Event], object],
+    accept: Accept,
     *,
     max_body: int = DEFAULT_MAX_BODY,
     authorized_actors: list[str],
@@ -67,19 +74,16 @@ def create_app(
     own_login: str | None = None,
     insecure: bool = False,
     repositories: list[str] | None = None,
-    seen: SeenDeliveries | None = None,
-    queue_size: int = 1000,
+    lifespan: Callable[[Starlette], contextlib.AbstractAsyncContextManager[None]] | None = None,
 ) -> Starlette:
-    """The receiver. `handle(event)` runs on the worker thread, never on the event loop.
+    """The receiver. `accept` runs in a worker thread, never on the event loop.
 
     `secret=None` is refused unless `insecure` (the command allows that on loopback
-    only). `seen` keeps delivery ids across restarts (the store); default in memory.
+    only). `lifespan` runs beside the server (the command starts the drain there).
     """
     if not secret and not insecure:
         raise ValueError("a webhook secret is required (or insecure=True)")
     rules = Rules.build(trigger_label, authorized_actors, own_login, repositories)
-    seen_ids: SeenDeliveries = seen if seen is not None else MemorySeen()
-    worker = Worker(handle, maxsize=queue_size, on_failure=seen_ids.forget)
     stats: Counter[str] = Counter()
 
     async def receive(request: Request) -> JSONResponse:
@@ -129,24 +133,17 @@ def create_app(
             return _answer(400, "rejected", stats, reason=str(exc))
         if isinstance(result, Ignored):
             return _answer(202, "ignored", stats, reason=result.reason)
-        first = await run_in_threadpool(seen_ids.first_time, guid, kind)
-        if not first:
+        try:
+            verdict = await run_in_threadpool(accept, guid, kind, result)
+        except Exception as exc:  # nothing committed: GitHub (or the operator) redelivers
+            log.warning("webhook: could not commit %s: %s", guid, type(exc).__name__)
+            return _answer(503, "busy", stats, reason="the state store could not commit")
+        if verdict != "accepted":
             return _answer(200, "duplicate", stats, delivery=guid)
-        if not worker.submit(result, guid):
-            await run_in_threadpool(seen_ids.forget, guid)
-            return _answer(503, "busy", stats, reason="dispatch queue is full")
         return _answer(202, "accepted", stats, deliveryId=result.delivery_id)
 
     async def health(request: Request) -> JSONResponse:
-        return JSONResponse({"status": "ok", "pending": worker.pending, **stats})
-
-    @contextlib.asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        worker.start()
-        try:
-            yield
-        finally:
-            await run_in_threadpool(worker.stop)
+        return JSONResponse({"status": "ok", **stats})
 
     app = Starlette(
         routes=[
@@ -156,6 +153,5 @@ def create_app(
         ],
         lifespan=lifespan,
     )
-    app.state.worker = worker
     app.state.stats = stats
     return app

@@ -1,18 +1,21 @@
-"""Which `X-GitHub-Delivery` ids were already accepted, kept in the state store.
+"""Accepting a webhook delivery: its `X-GitHub-Delivery` GUID and its event, one commit.
 
 GitHub redelivers (by hand or on a timeout) with the same delivery GUID; keeping the
 ids in the store means a receiver restarted between the two still answers "duplicate".
-Comment events are also de-duplicated downstream by their comment id, so this table is
-the first, cheap line, not the only one.
+The GUID is recorded in the same transaction as the inbox row, so a GUID is never
+recorded for an event that was not kept (a crash loses neither, or both before 202).
+Comment events are also de-duplicated by their delivery id in the inbox.
 """
 
 from __future__ import annotations
 
-import threading
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
-from typing import Any, Protocol
+from typing import Any
 
-__all__ = ["MemorySeen", "SeenDeliveries", "StoreSeen"]
+from loop_dispatch import Event
+
+__all__ = ["InboxAccept", "LogAccept", "StoreSeen"]
 
 NAMESPACE = "loop_cli.webhook"
 MIGRATIONS = [
@@ -28,35 +31,6 @@ MIGRATIONS = [
 KEEP = timedelta(days=30)
 
 
-class SeenDeliveries(Protocol):
-    def first_time(self, guid: str, event: str) -> bool:
-        """Record `guid`; True when it had not been recorded before."""
-        ...
-
-    def forget(self, guid: str) -> None:
-        """Un-record `guid` (its event was not handled: a redelivery must be handled)."""
-        ...
-
-
-class MemorySeen:
-    """For tests and `--no-store` use: forgets on restart."""
-
-    def __init__(self) -> None:
-        self._ids: set[str] = set()
-        self._lock = threading.Lock()
-
-    def first_time(self, guid: str, event: str) -> bool:
-        with self._lock:
-            if guid in self._ids:
-                return False
-            self._ids.add(guid)
-            return True
-
-    def forget(self, guid: str) -> None:
-        with self._lock:
-            self._ids.discard(guid)
-
-
 class StoreSeen:
     """The ids in dispatch's Store, in this package's own namespace and table."""
 
@@ -65,22 +39,61 @@ class StoreSeen:
         store.ensure_schema(NAMESPACE, MIGRATIONS)
         self.prune()
 
-    def first_time(self, guid: str, event: str) -> bool:
+    def record(self, conn: Any, guid: str, event: str) -> bool:
+        """Record `guid` inside the caller's transaction; True when it is new."""
         now = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        with self._store.transaction() as conn:
-            cur = conn.execute(
-                "INSERT OR IGNORE INTO loop_cli_webhook_deliveries(guid, event, received_at) "
-                "VALUES (?, ?, ?)",
-                (guid, event, now),
-            )
-            return cur.rowcount > 0
-
-    def forget(self, guid: str) -> None:
-        with self._store.transaction() as conn:
-            conn.execute("DELETE FROM loop_cli_webhook_deliveries WHERE guid = ?", (guid,))
+        cur = conn.execute(
+            "INSERT OR IGNORE INTO loop_cli_webhook_deliveries(guid, event, received_at) "
+            "VALUES (?, ?, ?)",
+            (guid, event, now),
+        )
+        return bool(cur.rowcount > 0)
 
     def prune(self) -> None:
         """Forget ids older than GitHub would redeliver (bounded table)."""
         cutoff = (datetime.now(timezone.utc) - KEEP).isoformat(timespec="seconds")
         with self._store.transaction() as conn:
             conn.execute("DELETE FROM loop_cli_webhook_deliveries WHERE received_at < ?", (cutoff,))
+
+
+class InboxAccept:
+    """`accept` for the receiver with --route: the GUID and the inbox row, one commit.
+
+    A GUID seen before, or an event whose delivery id the inbox already holds (the
+    poller saw the same comment), is a duplicate. `on_accepted` runs after the commit
+    (it wakes the drain of this process).
+    """
+
+    source = "webhook"
+
+    def __init__(self, store: Any, on_accepted: Callable[[], None] | None = None) -> None:
+        self._store = store
+        self._seen = StoreSeen(store)
+        self._on_accepted = on_accepted
+
+    def __call__(self, guid: str, kind: str, event: Event) -> str:
+        with self._store.transaction() as conn:
+            if not self._seen.record(conn, guid, kind):
+                return "duplicate"
+            accepted = self._store.inbox.accept(self.source, [event], conn=conn)
+        if not accepted:
+            return "duplicate"
+        if self._on_accepted is not None:
+            self._on_accepted()
+        return "accepted"
+
+
+class LogAccept:
+    """`accept` without --route: the GUID is recorded and the event only logged."""
+
+    def __init__(self, store: Any, log: Callable[[Event], object]) -> None:
+        self._store = store
+        self._seen = StoreSeen(store)
+        self._log = log
+
+    def __call__(self, guid: str, kind: str, event: Event) -> str:
+        with self._store.transaction() as conn:
+            if not self._seen.record(conn, guid, kind):
+                return "duplicate"
+        self._log(event)
+        return "accepted"

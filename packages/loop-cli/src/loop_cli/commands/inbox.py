@@ -1,0 +1,118 @@
+"""`the-loop inbox`: what is waiting, in flight or given up, and the operator's remedies."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING
+
+import click
+
+from ..errors import UsageError
+from ._common import echo_json, parse_ref, runtime, table
+
+if TYPE_CHECKING:
+    from loop_dispatch.inbox import InboxEntry
+
+STATES = {
+    "pending": ("pending", "claimed"),
+    "given-up": ("given_up",),
+    "all": ("pending", "claimed", "given_up"),
+}
+
+
+@click.group()
+def inbox() -> None:
+    """Accepted events not yet delivered (pending, in flight, given up)."""
+
+
+def _age(moment: datetime) -> str:
+    seconds = int((datetime.now(timezone.utc) - moment).total_seconds())
+    if seconds < 120:
+        return f"{seconds}s"
+    if seconds < 7200:
+        return f"{seconds // 60}m"
+    return f"{seconds // 3600}h"
+
+
+def _row(entry: InboxEntry) -> list[str]:
+    state = "in flight" if entry.state == "claimed" else entry.state.replace("_", " ")
+    return [
+        str(entry.seq),
+        state,
+        entry.work_item,
+        entry.delivery_id,
+        _age(entry.received_at),
+        str(entry.attempts),
+        str(entry.tries),
+        click.unstyle(entry.last_reason or "-"),
+    ]
+
+
+@inbox.command("list")
+@click.option(
+    "--state", type=click.Choice(list(STATES)), default="all", help="Which rows (default: all)."
+)
+@click.option("--item", "ref", default=None, help="Only this work item's rows (a ref).")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+@click.pass_context
+def list_(ctx: click.Context, state: str, ref: str | None, fmt: str) -> None:
+    """Rows oldest first: age since accepted, definite attempts, tries, last reason."""
+    rt = runtime(ctx)
+    if not rt.has_state:
+        entries: list[InboxEntry] = []
+    else:
+        item = str(parse_ref(ref)) if ref else None
+        entries = rt.store.inbox.entries(STATES[state], work_item=item)
+    if fmt == "json":
+        echo_json([e.as_dict() for e in entries])
+        return
+    if not entries:
+        click.echo("inbox: nothing pending, in flight or given up")
+        return
+    headers = ["ID", "STATE", "ITEM", "DELIVERY", "AGE", "ATTEMPTS", "TRIES", "LAST REASON"]
+    click.echo(table([_row(e) for e in entries], headers))
+
+
+@inbox.command("retry")
+@click.argument("ids", nargs=-1, type=int)
+@click.option("--item", "ref", default=None, help="Every given-up or waiting row of this item.")
+@click.option("--given-up", "given_up", is_flag=True, help="Every given-up row.")
+@click.pass_context
+def retry(ctx: click.Context, ids: tuple[int, ...], ref: str | None, given_up: bool) -> None:
+    """Re-arm rows now with a fresh attempt budget (recorded as `inbox.retried`)."""
+    if not ids and ref is None and not given_up:
+        raise UsageError("name the rows to retry: IDs, --item REF or --given-up")
+    rt = runtime(ctx)
+    item = str(parse_ref(ref)) if ref else None
+    entries = rt.store.inbox.retry(seqs=ids, work_item=item, given_up=given_up)
+    for entry in entries:
+        rt.event_log.emit(
+            "inbox.retried",
+            source="loop-cli",
+            work_item=entry.work_item or None,
+            delivery_id=entry.delivery_id,
+            detail={"seq": entry.seq, "was": entry.state, "attempts_before": entry.attempts},
+        )
+    click.echo(f"re-armed {len(entries)} event(s); a running daemon delivers them next")
+
+
+@inbox.command("drop")
+@click.argument("seq", type=int)
+@click.option("--reason", required=True, help="Why (recorded in the event log).")
+@click.pass_context
+def drop(ctx: click.Context, seq: int, reason: str) -> None:
+    """Settle a pending or given-up row as dropped (kept in the table, recorded)."""
+    if not reason.strip():
+        raise UsageError("--reason must say why")
+    rt = runtime(ctx)
+    entry = rt.store.inbox.drop(seq, reason.strip())
+    if entry is None:
+        raise UsageError(f"no pending or given-up inbox row {seq}; see `the-loop inbox list`")
+    rt.event_log.emit(
+        "inbox.dropped",
+        source="loop-cli",
+        work_item=entry.work_item or None,
+        delivery_id=entry.delivery_id,
+        detail={"seq": seq, "was": entry.state, "reason": " ".join(reason.split())[:300]},
+    )
+    click.echo(f"dropped inbox row {seq} ({entry.delivery_id})")

@@ -1,0 +1,571 @@
+"""The inbox: every accepted event, durable before anyone is told "accepted".
+
+One table holds every delivery id any ingress has seen (poller, webhook, local tracker,
+manual starts): its arrival order (`seq`), the event itself while it is undelivered,
+and all retry state (attempts, next due time, lease, give-up versions). Sources keep
+only what reading needs (cursors, ETags); the drain (`drain.py`) dispatches.
+
+States: `pending` (waiting until `due_at`), `claimed` (a drain holds a lease on it),
+`done` (processed, skipped, duplicate or dropped: the event text is dropped),
+`given_up` (kept with its event, so `inbox retry` can re-arm it), `baseline` (an id seen
+and deliberately never forwarded: a newly watched item's existing comments).
+
+Claims take only the head of each work item's queue (its oldest pending or claimed
+row), so one item's events are dispatched one at a time and in arrival order, while
+different items run concurrently. Claim, lease and settle are single statements over
+this table, so they map one to one onto a PostgreSQL `SELECT ... FOR UPDATE SKIP
+LOCKED` queue: the claim is `UPDATE inbox SET state='claimed', lease... WHERE seq IN
+(SELECT seq ... ORDER BY seq LIMIT n FOR UPDATE SKIP LOCKED) RETURNING ...`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import TYPE_CHECKING, Any
+
+from .model import Event
+
+if TYPE_CHECKING:
+    import sqlite3
+
+    from .store import Store
+
+__all__ = [
+    "OPEN_STATES",
+    "Inbox",
+    "InboxEntry",
+    "Retry",
+    "local_owner",
+    "owner_alive",
+    "versions_key",
+]
+
+OPEN_STATES = ("pending", "claimed")
+_COLUMNS = (
+    "seq, delivery_id, work_item, source, state, event, attempts, tries, due_at, "
+    "lease_owner, lease_until, outcome, last_reason, last_error, gave_up_versions, "
+    "rearm_count, received_at, settled_at, updated_at"
+)
+_SELECT = "SELECT " + _COLUMNS + " FROM inbox"  # noqa: S608 (constant column list)
+# The head of each item's queue: no older open row of the same item.
+_HEAD = (
+    "NOT EXISTS (SELECT 1 FROM inbox j WHERE j.work_item = i.work_item "
+    "AND j.state IN ('pending', 'claimed') AND j.seq < i.seq)"
+)
+
+Clock = Callable[[], datetime]
+
+
+def _utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _iso(moment: datetime) -> str:
+    """The one text form of a time in this table: sortable, fixed width, UTC."""
+    return moment.astimezone(timezone.utc).isoformat(timespec="microseconds")
+
+
+def versions_key(versions: Mapping[str, str]) -> str:
+    """The give-up re-arm key: the versions of the packages that decide a delivery."""
+    return json.dumps(dict(sorted(versions.items())), separators=(",", ":"))
+
+
+def _proc_start(pid: int) -> str:
+    """The process's start time in clock ticks since boot ('' where /proc cannot say)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return ""
+    fields = data[data.rfind(b")") + 2 :].split()
+    return fields[19].decode() if len(fields) > 19 else ""
+
+
+def local_owner(pid: int | None = None) -> str:
+    """This process's claim identity: host, pid and start time (pid reuse is told apart)."""
+    pid = os.getpid() if pid is None else pid
+    return f"{socket.gethostname()}/{pid}/{_proc_start(pid)}"
+
+
+def owner_alive(owner: str) -> bool:
+    """False only when the owner is a process of THIS host that is gone.
+
+    A claimer on another host is judged by its lease alone.
+    """
+    host, _, rest = owner.partition("/")
+    pid_text, _, start = rest.partition("/")
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return True
+    pid = int(pid_text)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return not start or _proc_start(pid) in ("", start)
+
+
+@dataclass(frozen=True, kw_only=True)
+class InboxEntry:
+    """One row. `event` is None once settled, or when the stored text is unreadable."""
+
+    seq: int
+    delivery_id: str
+    work_item: str
+    source: str
+    state: str
+    event: Event | None
+    attempts: int
+    tries: int
+    due_at: datetime
+    lease_owner: str | None
+    lease_until: datetime | None
+    outcome: str | None
+    last_reason: str | None
+    last_error: str | None
+    gave_up_versions: str | None
+    rearm_count: int
+    received_at: datetime
+    settled_at: datetime | None
+    updated_at: datetime
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready, without the event body (never shown: it is untrusted text)."""
+        kind = None if self.event is None else self.event.kind.value
+        return {
+            "seq": self.seq,
+            "deliveryId": self.delivery_id,
+            "workItem": self.work_item,
+            "source": self.source,
+            "state": self.state,
+            "kind": kind,
+            "attempts": self.attempts,
+            "tries": self.tries,
+            "dueAt": self.due_at.isoformat(),
+            "leaseOwner": self.lease_owner,
+            "outcome": self.outcome,
+            "lastReason": self.last_reason,
+            "lastError": self.last_error,
+            "gaveUpVersions": None
+            if self.gave_up_versions is None
+            else json.loads(self.gave_up_versions),
+            "rearmCount": self.rearm_count,
+            "receivedAt": self.received_at.isoformat(),
+            "settledAt": None if self.settled_at is None else self.settled_at.isoformat(),
+        }
+
+
+def _time(text: str | None) -> datetime | None:
+    return None if text is None else datetime.fromisoformat(text)
+
+
+def _event(row: Sequence[Any]) -> Event | None:
+    """The stored event, only when it is this row's own (a hand-edited row naming another
+    delivery or item would be sent there and settled here)."""
+    if not row[5]:
+        return None
+    try:
+        event = Event.from_dict(json.loads(row[5]))
+    except ValueError:
+        return None
+    if (event.delivery_id, str(event.work_item)) != (row[1], row[2]):
+        return None
+    return event
+
+
+def _entry(row: Sequence[Any]) -> InboxEntry:
+    due, received, updated = (datetime.fromisoformat(row[i]) for i in (8, 16, 18))
+    return InboxEntry(
+        seq=int(row[0]),
+        delivery_id=row[1],
+        work_item=row[2],
+        source=row[3],
+        state=row[4],
+        event=_event(row),
+        attempts=int(row[6]),
+        tries=int(row[7]),
+        due_at=due,
+        lease_owner=row[9],
+        lease_until=_time(row[10]),
+        outcome=row[11],
+        last_reason=row[12],
+        last_error=row[13],
+        gave_up_versions=row[14],
+        rearm_count=int(row[15]),
+        received_at=received,
+        settled_at=_time(row[17]),
+        updated_at=updated,
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Retry:
+    """What a failed attempt left: given up, or due again at `due_at`."""
+
+    given_up: bool
+    due_at: datetime | None
+    attempts: int
+    tries: int
+    why: str  # the reason token, or "horizon"/"attempts" for a give-up
+
+
+class Inbox:
+    """The inbox table of a Store. Every method is one transaction."""
+
+    def __init__(self, store: Store, *, clock: Clock = _utcnow) -> None:
+        self._store = store
+        self._clock = clock
+
+    # -- ingress --------------------------------------------------------------------
+
+    def accept(
+        self,
+        source: str,
+        events: Iterable[Event],
+        baseline: Iterable[str | tuple[str, str]] = (),
+        *,
+        conn: sqlite3.Connection | None = None,
+    ) -> list[Event]:
+        """Commit `events` (pending, due now) and `baseline` ids; returns the new events.
+
+        A delivery id already present (from any ingress) is ignored: that is the
+        de-duplication between the poller, the webhook and redeliveries. With `conn`,
+        runs inside the caller's transaction (a cursor move, a webhook GUID record).
+        """
+        events = list(events)
+        if conn is None:
+            with self._store.transaction() as own:
+                return self._accept(own, source, events, baseline)
+        return self._accept(conn, source, events, baseline)
+
+    def _accept(
+        self,
+        conn: sqlite3.Connection,
+        source: str,
+        events: list[Event],
+        baseline: Iterable[str | tuple[str, str]],
+    ) -> list[Event]:
+        now = _iso(self._clock())
+        accepted = []
+        for event in events:
+            cur = conn.execute(
+                "INSERT INTO inbox(delivery_id, work_item, source, state, event, due_at, "
+                "received_at, updated_at) VALUES (?, ?, ?, 'pending', ?, ?, ?, ?) "
+                "ON CONFLICT(delivery_id) DO NOTHING",
+                (
+                    event.delivery_id,
+                    str(event.work_item),
+                    source,
+                    json.dumps(event.to_dict()),
+                    now,
+                    now,
+                    now,
+                ),
+            )
+            if cur.rowcount > 0:
+                accepted.append(event)
+        rows = []
+        for item in baseline:
+            delivery, ref = (item, "") if isinstance(item, str) else item
+            rows.append((delivery, ref, source, now, now, now))
+        conn.executemany(
+            "INSERT INTO inbox(delivery_id, work_item, source, state, due_at, received_at, "
+            "updated_at) VALUES (?, ?, ?, 'baseline', ?, ?, ?) "
+            "ON CONFLICT(delivery_id) DO NOTHING",
+            rows,
+        )
+        return accepted
+
+    # -- the drain's side -------------------------------------------------------------
+
+    def claim(
+        self,
+        owner: str,
+        *,
+        limit: int,
+        lease_seconds: float,
+        alive: Callable[[str], bool] = owner_alive,
+    ) -> list[InboxEntry]:
+        """Lease up to `limit` due queue heads to `owner`, oldest first.
+
+        A claim whose lease ran out, or whose owner is a process of this host that is
+        gone (killed mid-dispatch), is taken over: at-least-once beats lost.
+        """
+        if limit < 1:
+            return []
+        now = self._clock()
+        with self._store.transaction() as conn:
+            owners = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT DISTINCT lease_owner FROM inbox "
+                    "WHERE state = 'claimed' AND lease_owner IS NOT NULL"
+                )
+            ]
+            dead = [o for o in owners if o != owner and not alive(o)]
+            marks = ", ".join("?" * len(dead)) or "NULL"
+            # Placeholders only: every value is a parameter.
+            sql = (
+                "SELECT i.seq FROM inbox i WHERE i.state IN ('pending', 'claimed') AND "  # noqa: S608
+                f"{_HEAD} AND ((i.state = 'pending' AND i.due_at <= ?) OR "
+                f"(i.state = 'claimed' AND (i.lease_until <= ? OR i.lease_owner IN ({marks})))) "
+                "ORDER BY i.seq LIMIT ?"
+            )
+            rows = conn.execute(sql, (_iso(now), _iso(now), *dead, limit)).fetchall()
+            seqs = [int(r[0]) for r in rows]
+            if not seqs:
+                return []
+            until = _iso(now + timedelta(seconds=lease_seconds))
+            conn.executemany(
+                "UPDATE inbox SET state = 'claimed', lease_owner = ?, lease_until = ?, "
+                "tries = tries + 1, updated_at = ? WHERE seq = ?",
+                [(owner, until, _iso(now), seq) for seq in seqs],
+            )
+            placeholders = ", ".join("?" * len(seqs))
+            claimed = conn.execute(
+                f"{_SELECT} WHERE seq IN ({placeholders}) ORDER BY seq", seqs
+            ).fetchall()
+        return [_entry(r) for r in claimed]
+
+    def renew(self, owner: str, seqs: Iterable[int], lease_seconds: float) -> int:
+        """Extend the leases `owner` still holds; returns how many it still holds."""
+        seqs = list(seqs)
+        if not seqs:
+            return 0
+        now = self._clock()
+        until = _iso(now + timedelta(seconds=lease_seconds))
+        with self._store.transaction() as conn:
+            held = 0
+            for seq in seqs:
+                cur = conn.execute(
+                    "UPDATE inbox SET lease_until = ? WHERE seq = ? AND state = 'claimed' "
+                    "AND lease_owner = ?",
+                    (until, seq, owner),
+                )
+                held += max(cur.rowcount, 0)
+        return held
+
+    def done(self, seq: int, owner: str, outcome: str, reason: str) -> bool:
+        """Settled for good (processed, skipped, duplicate). False: the lease was lost."""
+        now = _iso(self._clock())
+        with self._store.transaction() as conn:
+            cur = conn.execute(
+                "UPDATE inbox SET state = 'done', event = NULL, outcome = ?, last_reason = ?, "
+                "lease_owner = NULL, lease_until = NULL, settled_at = ?, updated_at = ? "
+                "WHERE seq = ? AND state = 'claimed' AND lease_owner = ?",
+                (outcome, reason, now, now, seq, owner),
+            )
+            return cur.rowcount > 0
+
+    def fail(
+        self,
+        seq: int,
+        owner: str,
+        *,
+        reason: str,
+        error: str,
+        definite: bool,
+        max_attempts: int,
+        give_up_after: float,
+        delay: Callable[[int, int], float],
+        versions: str,
+    ) -> Retry | None:
+        """One failed attempt. Definite failures count against `max_attempts`; every
+        failure gives up once `give_up_after` seconds have passed since acceptance.
+        Otherwise the row is due again after `delay(tries, attempts)` seconds.
+        None: the lease was lost (another claimer owns the row now)."""
+        now = self._clock()
+        with self._store.transaction() as conn:
+            row = conn.execute(
+                "SELECT attempts, tries, received_at FROM inbox "
+                "WHERE seq = ? AND state = 'claimed' AND lease_owner = ?",
+                (seq, owner),
+            ).fetchone()
+            if row is None:
+                return None
+            attempts = int(row[0]) + (1 if definite else 0)
+            tries = int(row[1])
+            age = (now - datetime.fromisoformat(row[2])).total_seconds()
+            why = reason
+            if definite and attempts >= max_attempts:
+                why = "attempts"
+            elif age >= give_up_after:
+                why = "horizon"
+            given_up = why in ("attempts", "horizon")
+            due = now + timedelta(seconds=max(0.0, delay(tries, attempts)))
+            conn.execute(
+                "UPDATE inbox SET state = ?, attempts = ?, due_at = ?, last_reason = ?, "
+                "last_error = ?, gave_up_versions = ?, lease_owner = NULL, lease_until = NULL, "
+                "settled_at = ?, updated_at = ? WHERE seq = ?",
+                (
+                    "given_up" if given_up else "pending",
+                    attempts,
+                    _iso(now if given_up else due),
+                    reason,
+                    error[:500],
+                    versions if given_up else None,
+                    _iso(now) if given_up else None,
+                    _iso(now),
+                    seq,
+                ),
+            )
+        return Retry(
+            given_up=given_up,
+            due_at=None if given_up else due,
+            attempts=attempts,
+            tries=tries,
+            why=why,
+        )
+
+    def release(self, owner: str, seqs: Iterable[int] | None = None) -> int:
+        """Hand claims back (pending, due now) without counting a try as failed: a clean
+        stop before the dispatch began."""
+        now = _iso(self._clock())
+        sql = (
+            "UPDATE inbox SET state = 'pending', lease_owner = NULL, lease_until = NULL, "
+            "tries = MAX(tries - 1, 0), due_at = ?, updated_at = ? "
+            "WHERE state = 'claimed' AND lease_owner = ?"
+        )
+        with self._store.transaction() as conn:
+            if seqs is None:
+                return max(conn.execute(sql, (now, now, owner)).rowcount, 0)
+            return sum(
+                max(conn.execute(sql + " AND seq = ?", (now, now, owner, s)).rowcount, 0)
+                for s in seqs
+            )
+
+    def rearm(self, versions: str) -> list[InboxEntry]:
+        """Re-arm every give-up recorded under other versions, once per give-up (AC11).
+
+        Fresh budget (attempts 0), due now, `rearm_count` + 1; a later give-up records
+        the running versions and is never re-armed by them. Give-ups whose event cannot
+        be read stay given up (nothing could be sent).
+        """
+        now = _iso(self._clock())
+        with self._store.transaction() as conn:
+            rows = conn.execute(
+                _SELECT + " WHERE state = 'given_up' AND gave_up_versions IS NOT NULL "
+                "AND gave_up_versions != ? AND event IS NOT NULL ORDER BY seq",
+                (versions,),
+            ).fetchall()
+            conn.executemany(
+                "UPDATE inbox SET state = 'pending', attempts = 0, due_at = ?, "
+                "rearm_count = rearm_count + 1, settled_at = NULL, updated_at = ? WHERE seq = ?",
+                [(now, now, r[0]) for r in rows],
+            )
+        return [_entry(r) for r in rows]
+
+    # -- the operator's side ------------------------------------------------------------
+
+    def retry(
+        self,
+        *,
+        seqs: Iterable[int] = (),
+        work_item: str | None = None,
+        given_up: bool = False,
+    ) -> list[InboxEntry]:
+        """Re-arm chosen rows now with a fresh budget: given-up rows, or pending rows
+        waiting out a backoff (they become due at once)."""
+        clauses: list[str] = []
+        params: list[Any] = []
+        seqs = list(seqs)
+        if seqs:
+            clauses.append(f"seq IN ({', '.join('?' * len(seqs))})")
+            params += seqs
+        if work_item is not None:
+            clauses.append("work_item = ?")
+            params.append(work_item)
+        if given_up:
+            clauses.append("state = 'given_up'")
+        if not clauses:
+            return []
+        now = _iso(self._clock())
+        where = " AND ".join(clauses) + " AND state IN ('pending', 'given_up') "
+        with self._store.transaction() as conn:
+            rows = conn.execute(
+                _SELECT + " WHERE event IS NOT NULL AND " + where + "ORDER BY seq", params
+            ).fetchall()
+            conn.executemany(
+                "UPDATE inbox SET state = 'pending', attempts = 0, due_at = ?, "
+                "settled_at = NULL, updated_at = ? WHERE seq = ?",
+                [(now, now, r[0]) for r in rows],
+            )
+        return [_entry(r) for r in rows]
+
+    def drop(self, seq: int, reason: str) -> InboxEntry | None:
+        """Settle a pending or given-up row as dropped by the operator (kept, recorded)."""
+        now = _iso(self._clock())
+        with self._store.transaction() as conn:
+            row = conn.execute(
+                _SELECT + " WHERE seq = ? AND state IN ('pending', 'given_up')", (seq,)
+            ).fetchone()
+            if row is None:
+                return None
+            conn.execute(
+                "UPDATE inbox SET state = 'done', event = NULL, outcome = 'dropped', "
+                "last_reason = 'dropped', last_error = ?, settled_at = ?, updated_at = ? "
+                "WHERE seq = ?",
+                (reason[:500], now, now, seq),
+            )
+        return _entry(row)
+
+    # -- reads --------------------------------------------------------------------------
+
+    def get(self, seq: int) -> InboxEntry | None:
+        rows = self._store.query(_SELECT + " WHERE seq = ?", (seq,))
+        return _entry(rows[0]) if rows else None
+
+    def by_delivery(self, delivery_id: str) -> InboxEntry | None:
+        rows = self._store.query(_SELECT + " WHERE delivery_id = ?", (delivery_id,))
+        return _entry(rows[0]) if rows else None
+
+    def entries(
+        self,
+        states: Sequence[str] = ("pending", "claimed", "given_up"),
+        *,
+        work_item: str | None = None,
+        limit: int | None = None,
+    ) -> list[InboxEntry]:
+        """Rows in the given states, oldest first."""
+        sql = _SELECT + f" WHERE state IN ({', '.join('?' * len(states))})"
+        params: list[Any] = list(states)
+        if work_item is not None:
+            sql += " AND work_item = ?"
+            params.append(work_item)
+        sql += " ORDER BY seq"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        return [_entry(r) for r in self._store.query(sql, params)]
+
+    def counts(self) -> dict[str, int]:
+        rows = self._store.query("SELECT state, count(*) FROM inbox GROUP BY state")
+        return {str(r[0]): int(r[1]) for r in rows}
+
+    def summary(self) -> dict[str, Any]:
+        """What `status` shows: pending, in flight, given up, the oldest pending age."""
+        counts = self.counts()
+        rows = self._store.query(
+            "SELECT min(received_at) FROM inbox WHERE state IN ('pending', 'claimed')"
+        )
+        oldest = rows[0][0] if rows else None
+        age = None
+        if oldest:
+            age = max(0.0, (self._clock() - datetime.fromisoformat(oldest)).total_seconds())
+        return {
+            "pending": counts.get("pending", 0),
+            "inFlight": counts.get("claimed", 0),
+            "givenUp": counts.get("given_up", 0),
+            "oldestPendingSeconds": None if age is None else round(age, 1),
+        }
+
+    def next_due(self) -> datetime | None:
+        """When the earliest pending row falls due (the drain sleeps until then)."""
+        rows = self._store.query("SELECT min(due_at) FROM inbox WHERE state = 'pending'")
+        return _time(rows[0][0]) if rows and rows[0][0] else None
