@@ -165,5 +165,5 @@ def changelog(session: nox.Session) -> None:
 @nox.session(python=None)
 def release_tests(session: nox.Session) -> None:
     """Tests of the release tooling and of the repository's versions and ranges."""
-    session.install("pytest>=8", *TOOLS_DEPS)
+    session.install("pytest>=8", "uv", *TOOLS_DEPS)
     session.run("pytest", str(ROOT / "tests-release"), "-q", *session.posargs)
