@@ -12,7 +12,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from release_support import ROOT, git
+from release_support import ROOT, ensure_entries, git
 
 
 @pytest.fixture
@@ -23,3 +23,10 @@ def clone(tmp_path: Path) -> Path:
     target = tmp_path / "clone"
     git(tmp_path, "clone", "-q", str(ROOT), str(target))
     return target
+
+
+@pytest.fixture
+def ready(clone: Path) -> Path:
+    """A scratch clone where every package has an Unreleased entry to release."""
+    ensure_entries(clone)
+    return clone

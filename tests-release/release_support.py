@@ -7,7 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-__all__ = ["GIT_ENV", "ROOT", "git", "run_tool"]
+from packaging.version import Version
+
+from tools.changelog import add_unreleased, unreleased_entries
+from tools.monorepo import load_packages
+
+__all__ = ["GIT_ENV", "ROOT", "ensure_entries", "git", "next_patch", "run_tool", "tags"]
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -43,3 +48,24 @@ def run_tool(module: str, *args: str, root: Path) -> subprocess.CompletedProcess
         text=True,
         timeout=120,
     )
+
+
+def next_patch(version: Version) -> str:
+    """A compatible release after `version` (0.1.0 -> 0.1.1)."""
+    return f"{version.major}.{version.minor}.{version.micro + 1}"
+
+
+def tags(repo: Path) -> set[str]:
+    return set(git(repo, "tag", "--list").split())
+
+
+def ensure_entries(repo: Path) -> None:
+    """Give every package an Unreleased entry (commit it): whatever state the real
+    CHANGELOG is in, any package of the scratch clone can be released."""
+    path = repo / "CHANGELOG.md"
+    text = path.read_text(encoding="utf-8")
+    for name in load_packages(repo):
+        if not unreleased_entries(text, name):
+            text = add_unreleased(text, name, "A scratch change for the release tests.")
+    path.write_text(text, encoding="utf-8")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "scratch: entries", "--", "CHANGELOG.md")

@@ -5,14 +5,20 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from release_support import git, run_tool
+from release_support import ensure_entries, git, next_patch, run_tool
+
+from tools.monorepo import load_packages
 
 NAMES = "packages/loop-tmux/src/loop_tmux/names.py"
 
 
-def release_tmux(clone: Path) -> None:
-    done = run_tool("release", "loop-tmux", "0.1.1", "--apply", root=clone)
+def release_tmux(clone: Path) -> str:
+    """Release loop-tmux (its next patch) in the scratch clone; the new tag."""
+    ensure_entries(clone)
+    new = next_patch(load_packages(clone)["loop-tmux"].version)
+    done = run_tool("release", "loop-tmux", new, "--apply", root=clone)
     assert done.returncode == 0, done.stderr
+    return f"loop-tmux/v{new}"
 
 
 def touch(clone: Path, rel: str) -> None:
@@ -38,10 +44,11 @@ def test_the_repository_as_it_stands_passes(clone: Path) -> None:
     done = run_tool("changelog_check", root=clone)
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("ok: ") == 4
+    assert done.stderr == ""
 
 
 def test_a_commit_changing_a_package_without_an_entry_fails(clone: Path) -> None:
-    release_tmux(clone)
+    tag = release_tmux(clone)
     touch(clone, NAMES)
     commit_all(clone, "loop-tmux: a change nobody wrote down")
 
@@ -49,10 +56,10 @@ def test_a_commit_changing_a_package_without_an_entry_fails(clone: Path) -> None
 
     assert done.returncode == 1
     assert done.stderr.strip() == (
-        f"error: loop-tmux: 1 source file(s) changed since loop-tmux/v0.1.1 ({NAMES})"
+        f"error: loop-tmux: 1 source file(s) changed since {tag} ({NAMES})"
         " but CHANGELOG.md has no entry under '## loop-tmux' / '### Unreleased'"
     )
-    # The other packages (never released, with entries) still pass.
+    # The other packages still pass.
     assert len(re.findall(r"^ok: ", done.stdout, flags=re.MULTILINE)) == 3
 
     add_entry(clone, "loop-tmux", "A change, written down.")
@@ -71,7 +78,7 @@ def test_an_uncommitted_change_counts_too(clone: Path) -> None:
 
 
 def test_tests_and_docs_of_a_released_package_need_no_entry(clone: Path) -> None:
-    release_tmux(clone)
+    tag = release_tmux(clone)
     touch(clone, "packages/loop-tmux/tests/test_units.py")
     touch(clone, "packages/loop-tmux/README.md")
     commit_all(clone, "loop-tmux: tests only")
@@ -79,10 +86,12 @@ def test_tests_and_docs_of_a_released_package_need_no_entry(clone: Path) -> None
     done = run_tool("changelog_check", root=clone)
 
     assert done.returncode == 0, done.stderr
-    assert "ok: loop-tmux: unchanged since loop-tmux/v0.1.1" in done.stdout
+    assert f"ok: loop-tmux: unchanged since {tag}" in done.stdout
 
 
 def test_a_never_released_package_without_entries_fails(clone: Path) -> None:
+    for tag in git(clone, "tag", "--list", "loop-envstate/v*").split():
+        git(clone, "tag", "-d", tag)  # never released, whatever the real repository holds
     path = clone / "CHANGELOG.md"
     text = path.read_text(encoding="utf-8")
     start = text.index("## loop-envstate\n\n### Unreleased\n")
