@@ -1,4 +1,4 @@
-"""Sessions for the the-loop monorepo: lint, per-package tests, integration, bench, demo.
+"""Sessions for the the-loop monorepo: lint, tests, integration, bench, demo, build, release.
 
 `nox` with no arguments runs lint, the package x Python matrix, the integration tests,
 the CHANGELOG check, the release tooling's tests and the build of every distribution:
