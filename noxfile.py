@@ -1,7 +1,9 @@
-"""Sessions for the the-loop monorepo: lint, per-package tests, integration, bench, demo.
+"""Sessions for the the-loop monorepo: lint, tests, integration, bench, demo, build, release.
 
-`nox` with no arguments runs lint, the package x Python matrix and the integration
-tests: that is the project's whole test suite and what `.ci/run` runs.
+`nox` with no arguments runs lint, the package x Python matrix, the integration tests,
+the CHANGELOG check, the release tooling's tests and the build of every distribution:
+that is the project's whole test suite and what `.ci/run` runs. `nox -s release -- ...`
+cuts one package's release (docs/releasing.md).
 """
 
 from __future__ import annotations
@@ -123,3 +125,45 @@ def demo(session: nox.Session) -> None:
     """The main job on embedded defaults: `the-loop demo` in a fresh venv."""
     _install_all(session)
     session.run("the-loop", "demo", *session.posargs)
+
+
+# --- Build and release (docs/releasing.md); the logic lives in tools/, tested by tests-release/.
+
+# What the tools/ modules need besides the standard library.
+TOOLS_DEPS = ["packaging>=23", "tomli>=2; python_version < '3.11'"]
+# Part of the default run: together they take well under a minute (build: ~20 s).
+nox.options.sessions = [*nox.options.sessions, "changelog", "release_tests", "build"]
+
+
+@nox.session(python=None)
+def build(session: nox.Session) -> None:
+    """sdist + wheel per package into dist/, twine check --strict, each wheel alone in a venv."""
+    dist = ROOT / "dist"
+    shutil.rmtree(dist, ignore_errors=True)
+    session.install("uv", "twine>=5", *TOOLS_DEPS)
+    for name in PACKAGES:
+        session.run("uv", "build", "-q", "--out-dir", str(dist), str(ROOT / "packages" / name))
+    artefacts = sorted(str(p) for p in dist.iterdir() if p.name.endswith((".whl", ".tar.gz")))
+    session.run("twine", "check", "--strict", *artefacts)
+    session.run("python", "-m", "tools.distcheck", str(dist))
+
+
+@nox.session(python=None)
+def release(session: nox.Session) -> None:
+    """`nox -s release -- PACKAGE VERSION [--apply]`: dry run unless --apply (commit + tag)."""
+    session.install(*TOOLS_DEPS)
+    session.run("python", "-m", "tools.release", *session.posargs)
+
+
+@nox.session(python=None)
+def changelog(session: nox.Session) -> None:
+    """A package whose sources changed since its last release tag has an Unreleased entry."""
+    session.install(*TOOLS_DEPS)
+    session.run("python", "-m", "tools.changelog_check")
+
+
+@nox.session(python=None)
+def release_tests(session: nox.Session) -> None:
+    """Tests of the release tooling and of the repository's versions and ranges."""
+    session.install("pytest>=8", "uv", *TOOLS_DEPS)
+    session.run("pytest", str(ROOT / "tests-release"), "-q", *session.posargs)

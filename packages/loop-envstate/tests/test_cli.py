@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
@@ -223,7 +224,8 @@ def test_help_and_version_exit_0() -> None:
         done = run_cli(*args)
         assert done.returncode == 0, args
         assert "loop-envstate" in done.stdout
-    assert run_cli("--version").stdout.strip() == "loop-envstate 0.1.0"
+    # The installed metadata's version is the one hatch read from __version__.
+    assert run_cli("--version").stdout.strip() == f"loop-envstate {version('loop-envstate')}"
 
 
 def test_console_script_is_installed_and_runs(tmp_path: Path) -> None:

@@ -10,6 +10,9 @@ from loop_envstate.fingerprint import FINGERPRINT_LENGTH, fingerprint
 from loop_envstate.launcher import launcher_argv
 from loop_envstate.procenv import process_environ
 
+# The package's one version string: hatch reads it at build time (docs/releasing.md).
+__version__ = "0.1.0"
+
 __all__ = [
     "FINGERPRINT_LENGTH",
     "MAX_FILE_BYTES",

@@ -39,19 +39,15 @@ class _Parser(argparse.ArgumentParser):
 
 
 class _VersionAction(argparse.Action):
-    """--version, resolved only when asked (importlib.metadata is not free)."""
+    """--version: the package's own `__version__` (no importlib.metadata lookup)."""
 
     def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: object) -> None:
         super().__init__(option_strings, dest, nargs=0, help="show the version and exit")
 
     def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
-        from importlib.metadata import PackageNotFoundError, version
+        from loop_envstate import __version__
 
-        try:
-            text = version(PROG)
-        except PackageNotFoundError:
-            text = "unknown"
-        print(f"{PROG} {text}")
+        print(f"{PROG} {__version__}")
         parser.exit(EXIT_OK)
 
 
