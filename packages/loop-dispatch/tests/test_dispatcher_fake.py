@@ -380,7 +380,8 @@ def test_a_new_session_carried_out_late_is_adopted_by_the_next_attempt(
     second = make_event(REF)
     assert disp.dispatch(second).reason == "adopted"
     record = store.registry.get(first.work_item)
-    assert record is not None and record.active
+    assert record is not None
+    assert record.active
     assert fake_tmux.state.typed(NAME)  # the event was pasted into that same session
     assert fake_tmux.verbs().count("new-session") == 1
 

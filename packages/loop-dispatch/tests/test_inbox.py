@@ -121,9 +121,14 @@ def test_ten_thousand_comments_are_accepted_in_one_transaction(store, make_event
 
 def test_a_failed_accept_commits_nothing(store, make_event) -> None:
     e = make_event()
-    with pytest.raises(RuntimeError), store.transaction() as conn:
-        store.inbox.accept("webhook", [e], conn=conn)
-        raise RuntimeError("crash before the commit")
+
+    def crash_before_commit() -> None:
+        with store.transaction() as conn:
+            store.inbox.accept("webhook", [e], conn=conn)
+            raise RuntimeError("crash before the commit")
+
+    with pytest.raises(RuntimeError):
+        crash_before_commit()
     assert store.inbox.by_delivery(e.delivery_id) is None
 
 
