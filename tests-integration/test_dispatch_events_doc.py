@@ -27,7 +27,7 @@ def _emitted_types() -> dict[str, Path]:
 def test_the_scan_sees_each_family_of_writers() -> None:
     found = _emitted_types()
     # One literal from each writer, so a scan that silently matches nothing fails here.
-    assert {"session.spawned", "poll.rearmed", "webhook.received", "session.env_restart"} <= set(
+    assert {"session.spawned", "inbox.rearmed", "webhook.received", "session.env_restart"} <= set(
         found
     )
 

@@ -40,7 +40,8 @@ def test_poll_once_spawns_then_delivers(run_cli, loop_config, isolated, conversa
     ref = run_cli("item", "open", "Make it green").output.strip()
     first = run_cli("poll", "--once")
     assert first.exit_code == 0, first.output
-    assert "1 new, 1 processed" in first.output
+    # `item open` committed the opening to the inbox itself: the poll finds it known.
+    assert "0 new, 1 processed" in first.output
     rec = _record(isolated, ref)
     assert rec is not None
     assert rec.status == "active"
@@ -83,16 +84,18 @@ def test_poll_without_once_or_subcommand_is_usage(run_cli, loop_config):
 
 
 def test_poll_start_runs_cycles_and_records_a_clean_stop(run_cli, loop_config, isolated):
-    run_cli("item", "open", "Daemon")
+    ref = run_cli("item", "open", "Daemon").output.strip()
     result = run_cli("poll", "start", "--cycles", "1")
     assert result.exit_code == 0, result.output
     assert "stopped after 1 cycle(s)" in result.output
     store = Store.open(isolated / "state")
     hb = heartbeat.read(store, "poller")
+    done = store.inbox.counts()
     store.close()
     assert hb is not None
     assert hb.state == "stopped"
-    assert hb.detail["lastCycle"]["processed"] == 1
+    assert done == {"done": 1}  # the drain delivered the opening before the stop
+    assert _record(isolated, ref) is not None
     status = run_cli("status")
     assert status.exit_code == 1
     assert "poller:    NOT RUNNING (stopped)" in status.output
@@ -414,7 +417,7 @@ def test_missing_harness_binary_is_refused_before_any_event_is_consumed(
     assert _record(isolated, ref) is None
     write_config(base)  # fixed: the opening event is still there to be handled
     fixed = run_cli("poll", "--once")
-    assert "1 new, 1 processed" in fixed.output, fixed.output
+    assert "0 new, 1 processed" in fixed.output, fixed.output
     assert _record(isolated, ref) is not None
 
 
@@ -425,7 +428,7 @@ def test_env_file_gone_mid_run_dispatches_nothing_until_it_returns(
     harness without the file: a spawn then would die at once and use up its event."""
     from loop_cli.config import load_config
     from loop_cli.errors import ConfigError
-    from loop_cli.poller import run_cycle
+    from loop_cli.poller import drain_once
     from loop_cli.runtime import Runtime
 
     (isolated / "work").mkdir(exist_ok=True)
@@ -447,13 +450,13 @@ def test_env_file_gone_mid_run_dispatches_nothing_until_it_returns(
     rt = Runtime(load_config(None))
     try:
         with pytest.raises(ConfigError, match=r"env\.file"):
-            run_cycle(rt)  # what the daemon's cycle records as poll.error
+            drain_once(rt)
     finally:
         rt.close()
     assert _record(isolated, ref) is None
     (isolated / "agent.env.moved").rename(env_file)
     back = run_cli("poll", "--once")
-    assert "1 new, 1 processed" in back.output, back.output
+    assert "0 new, 1 processed" in back.output, back.output
     assert _record(isolated, ref) is not None
 
 

@@ -1,4 +1,4 @@
-"""The webhook app in-process: every status code, the filters, dedupe, the worker."""
+"""The webhook app in-process: every status code, the filters, dedupe, the durable accept."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import httpx
 from fakegithub import payloads, served
 
 from loop_cli.webhook.app import create_app
-from loop_cli.webhook.seen import StoreSeen
+from loop_cli.webhook.seen import InboxAccept
 from loop_cli.webhook.verify import sign, verify_signature
 from loop_dispatch import Event, EventKind, WorkItemRef, comment_delivery_id
 
@@ -34,18 +34,23 @@ def comment_payload(login: str = "alice", body: str = "do the thing", cid: int =
 
 
 class Sink:
-    """The handler: records events from the worker thread."""
+    """`accept`: records events (off the event loop), a GUID seen before is a duplicate."""
 
     def __init__(self) -> None:
         self.events: list[Event] = []
+        self.guids: set[str] = set()
         self.threads: set[str] = set()
         self.arrived = threading.Condition()
 
-    def __call__(self, event: Event) -> None:
+    def __call__(self, guid: str, kind: str, event: Event) -> str:
         with self.arrived:
+            if guid in self.guids:
+                return "duplicate"
+            self.guids.add(guid)
             self.events.append(event)
             self.threads.add(threading.current_thread().name)
             self.arrived.notify_all()
+        return "accepted"
 
     def wait(self, n: int, timeout: float = 10.0) -> list[Event]:
         with self.arrived:
@@ -110,7 +115,7 @@ def test_signed_comment_is_accepted_and_dispatched_off_the_loop(client, sink: Si
     assert event.work_item == WorkItemRef.parse(f"github:{REPO}#5")
     assert event.delivery_id == comment_delivery_id(f"github:{REPO}", "77")
     assert event.body == "do the thing"
-    assert sink.threads == {"the-loop-webhook-worker"}
+    assert "MainThread" not in sink.threads  # committed off the event loop
 
 
 def test_missing_or_wrong_signature_is_401(client, sink: Sink) -> None:
@@ -305,92 +310,46 @@ def test_redelivery_is_answered_duplicate_and_not_dispatched(client, sink: Sink)
     assert len(sink.events) == 1
 
 
-def test_handler_failure_does_not_stop_the_receiver(sink: Sink) -> None:
+def test_a_store_that_cannot_commit_answers_503_and_keeps_nothing(sink: Sink) -> None:
     calls: list[str] = []
 
-    def flaky(event: Event) -> None:
-        calls.append(event.delivery_id)
+    def flaky(guid: str, kind: str, event: Event) -> str:
+        calls.append(guid)
         if len(calls) == 1:
-            raise RuntimeError("tmux went away")
-        sink(event)
+            raise RuntimeError("database is locked")
+        return sink(guid, kind, event)
 
     app = create_app(SECRET, flaky, authorized_actors=["alice"], trigger_label="the-loop")
     with served(app) as url, httpx.Client(base_url=url, timeout=10) as c:
+        first = post(c, comment_payload(cid=1), delivery="x1")
+        assert first.status_code == 503
+        assert "could not commit" in first.json()["reason"]
+        # Nothing was kept: GitHub's redelivery of the same GUID is accepted.
         assert post(c, comment_payload(cid=1), delivery="x1").status_code == 202
-        assert post(c, comment_payload(cid=2), delivery="x2").status_code == 202
-        assert [e.comment_id for e in sink.wait(1)] == ["2"]
-        assert app.state.worker.failed == 1
+        assert [e.comment_id for e in sink.wait(1)] == ["1"]
 
 
-def test_202_is_sent_while_the_handler_is_still_busy(sink: Sink) -> None:
-    release = threading.Event()
-    started = threading.Event()
+def test_202_means_the_event_is_already_in_the_inbox(tmp_path: Path) -> None:
+    """Accepted means durable: when 202 arrives, the inbox row is committed."""
+    from loop_dispatch.store import Store
 
-    def slow(event: Event) -> None:
-        started.set()
-        release.wait(10)
-        sink(event)
-
-    app = create_app(SECRET, slow, authorized_actors=["alice"], trigger_label="the-loop")
-    with served(app) as url, httpx.Client(base_url=url, timeout=10) as c:
-        r = post(c, comment_payload(), delivery="slow-1")
-        assert r.status_code == 202
-        assert started.wait(5)
-        assert sink.events == []  # answered before the dispatch finished
-        release.set()
-        assert len(sink.wait(1)) == 1
-
-
-def test_failed_dispatch_lets_github_redeliver(sink: Sink) -> None:
-    class Outcome:
-        def __init__(self, kind: str) -> None:
-            self.kind = kind
-
-    results = iter(["failed", "processed"])
-
-    def dispatch(event: Event) -> Outcome:
-        outcome = Outcome(next(results))
-        sink(event)
-        return outcome
-
-    app = create_app(SECRET, dispatch, authorized_actors=["alice"], trigger_label="the-loop")
-    with served(app) as url, httpx.Client(base_url=url, timeout=10) as c:
-        assert post(c, comment_payload(), delivery="redo").status_code == 202
-        sink.wait(1)
-        deadline = time.monotonic() + 5
-        while app.state.worker.failed < 1 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert post(c, comment_payload(), delivery="redo").status_code == 202
-        assert len(sink.wait(2)) == 2
-        deadline = time.monotonic() + 5
-        while app.state.worker.handled < 1 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert post(c, comment_payload(), delivery="redo").status_code == 200
-
-
-def test_full_queue_is_503_not_unbounded_growth() -> None:
-    gate = threading.Event()
-    app = create_app(
-        SECRET,
-        lambda e: gate.wait(10),
-        authorized_actors=["alice"],
-        trigger_label="the-loop",
-        queue_size=1,
-    )
-    with served(app) as url, httpx.Client(base_url=url, timeout=10) as c:
-        codes = [
-            post(c, comment_payload(cid=n + 1), delivery=f"q{n}").status_code for n in range(4)
-        ]
-        gate.set()
-        assert codes[0] == 202
-        assert 503 in codes
-        refused = codes.index(503)
-        # The refused GUID was not kept: GitHub's redelivery of it is accepted later.
-        deadline = time.monotonic() + 10
-        while app.state.worker.pending and time.monotonic() < deadline:
-            time.sleep(0.01)
-        again = post(c, comment_payload(cid=refused + 1), delivery=f"q{refused}")
-        assert again.status_code == 202
+    store = Store.open(tmp_path)
+    woken: list[int] = []
+    accept = InboxAccept(store, on_accepted=lambda: woken.append(1))
+    app = create_app(SECRET, accept, authorized_actors=["alice"], trigger_label="the-loop")
+    try:
+        with served(app) as url, httpx.Client(base_url=url, timeout=10) as c:
+            r = post(c, comment_payload(), delivery="durable-1")
+            assert r.status_code == 202
+            entry = store.inbox.by_delivery(r.json()["deliveryId"])
+            assert entry is not None
+            assert (entry.state, entry.source) == ("pending", "webhook")
+            assert woken == [1]
+            # The same comment under another GUID (the poller saw it too): a duplicate.
+            again = post(c, comment_payload(), delivery="durable-2")
+            assert again.json()["status"] == "duplicate"
+    finally:
+        store.close()
 
 
 def test_unconfigured_repository_is_ignored(sink: Sink) -> None:
@@ -418,16 +377,18 @@ def test_secret_required_unless_insecure(sink: Sink) -> None:
 def test_delivery_ids_survive_a_restart_in_the_store(tmp_path: Path, sink: Sink) -> None:
     from loop_dispatch.store import Store
 
-    for expected in (202, 200):
+    for n, expected in enumerate((202, 200)):
         store = Store.open(tmp_path)
         app = create_app(
             SECRET,
-            sink,
+            InboxAccept(store),
             authorized_actors=["alice"],
             trigger_label="the-loop",
-            seen=StoreSeen(store),
         )
         with served(app) as url, httpx.Client(base_url=url, timeout=10) as c:
-            assert post(c, comment_payload(), delivery="persist").status_code == expected
+            # Another comment under the same GUID: the GUID alone decides.
+            r = post(c, comment_payload(cid=100 + n), delivery="persist")
+            assert r.status_code == expected
         store.close()
-    assert len(sink.events) == 1
+    with Store.open(tmp_path) as store:
+        assert store.inbox.counts() == {"pending": 1}

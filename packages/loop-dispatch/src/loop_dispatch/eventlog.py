@@ -38,10 +38,14 @@ EVENT_TYPES = frozenset(
         "session.respawn_averted",
         "session.resume_failed",
         "session.closed",
+        "session.adopted",
         "poll.cycle",
-        "poll.gave_up",
-        "poll.rearmed",
         "poll.error",
+        "inbox.gave_up",
+        "inbox.rearmed",
+        "inbox.lease_lost",
+        "inbox.error",
+        "daemon.state_lost",
     }
 )
 
