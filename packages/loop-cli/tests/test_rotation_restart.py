@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 from contextlib import contextmanager
+from dataclasses import replace
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -383,6 +384,28 @@ def test_busy_item_lock_leaves_session_running(tmp_path, env_file):
     assert "busy" in rows[0].detail
     assert [r[0] for r in tmux.respawned] == [free.tmux_name]
     assert taken == [free.work_item]
+
+
+def test_an_item_closed_between_selection_and_its_lock_is_never_relaunched(tmp_path, env_file):
+    """Restart racing a close: the close lands while restart waits for the item's lock;
+    under the lock the record is re-read, and the closed item is `skipped-closed`."""
+    closing, other = record(1, tmp_path), record(2, tmp_path)
+    tmux = FakeTmux(next_env=dict(NEW))
+    for rec in (closing, other):
+        tmux.start(rec.tmux_name, dict(OLD))
+    deps, _ = make(tmp_path, [closing, other], tmux)
+
+    @contextmanager
+    def lock(ref):
+        if ref == closing.work_item:  # the close ran while we waited for this lock
+            deps.registry.records[ref] = replace(closing, status="closed")
+        yield
+
+    deps.lock = lock
+    rows = restart_sessions(select(True, []), env_file, deps)
+
+    assert outcomes(rows) == {"local:proj#1": "skipped-closed", "local:proj#2": "restarted"}
+    assert [r[0] for r in tmux.respawned] == [other.tmux_name]
 
 
 def test_no_value_in_rows_or_events(tmp_path, env_file):

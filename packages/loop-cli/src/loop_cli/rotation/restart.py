@@ -57,6 +57,7 @@ class Outcome(str, Enum):
     SKIPPED_NOT_RUNNING = "skipped-not-running"
     SKIPPED_NOT_RESUMABLE = "skipped-not-resumable"
     SKIPPED_UNREGISTERED = "skipped-unregistered"
+    SKIPPED_CLOSED = "skipped-closed"  # closed or changed between selection and its lock
     FAILED = "failed"
     VERIFIED_STALE = "verified-stale"
     UNVERIFIED = "unverified"
@@ -348,8 +349,9 @@ def _verify(item: _Plan, pids: tuple[int, ...], declared: EnvFile, deps: Restart
 def _lock_all(
     plans: Sequence[_Plan], deps: RestartDeps, locks: ExitStack, rows: dict[str, Row]
 ) -> list[_Plan]:
-    """Take each item's lock (so no dispatcher acts on it mid-relaunch); a busy item is
-    left running and reported, never waited on forever."""
+    """Take each item's lock (so no dispatcher acts on it mid-relaunch), then re-read its
+    record under the lock: an item closed or changed since selection is `skipped-closed`.
+    A busy item is left running and reported, never waited on forever."""
     if deps.lock is None:
         return list(plans)
     held = []
@@ -360,6 +362,14 @@ def _lock_all(
             ref = str(item.record.work_item)
             why = f"work item is busy ({err}); left running"
             rows[ref] = Row(ref, item.record.tmux_name, Outcome.FAILED, why, item.drift.stale)
+            continue
+        current = deps.registry.get(item.record.work_item)
+        if current != item.record:
+            # Closed (or respawned, re-registered) while the selection waited for the
+            # lock: relaunching would bring a closed item's agent back. Left alone.
+            ref = str(item.record.work_item)
+            why = "closed or changed since it was selected; left alone"
+            rows[ref] = Row(ref, item.record.tmux_name, Outcome.SKIPPED_CLOSED, why)
             continue
         held.append(item)
     return held
