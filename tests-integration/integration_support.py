@@ -35,3 +35,38 @@ def harness_texts(directory: Path) -> list[str]:
             elif record.get("event") == "message":
                 texts.append(record["text"])
     return texts
+
+
+def poll_and_drain(
+    store,
+    source,
+    dispatcher,
+    events,
+    *,
+    version: str = "1.0.0",
+    max_attempts: int = 3,
+    give_up_after: float = 86400.0,
+):
+    """One `poll --once`: commit what the source lists, then one drain run until nothing
+    is due now (backoff a few ms, so a retry is due by the next call). Returns the two
+    reports' counts in one namespace; `failed` = attempts that failed (retried or given
+    up). `version` stands for the whole set of deciding versions (AC11)."""
+    from types import SimpleNamespace
+
+    from loop_dispatch.drain import Drain, RetryPolicy
+    from loop_dispatch.poll import run_poll_cycle
+
+    polled = run_poll_cycle(store, source, events)
+    drained = Drain(
+        store,
+        dispatcher,
+        events,
+        versions={"loop-cli": version, "loop-dispatch": version, "loop-tmux": version},
+        policy=RetryPolicy(
+            max_attempts=max_attempts, give_up_after=give_up_after, backoff=0.01, max_backoff=0.01
+        ),
+        idle=0.01,
+    ).run(until_idle=True)
+    time.sleep(0.02)  # a retry scheduled by this run is due by the next one
+    counts = {**drained.as_dict(), **polled.as_dict()}  # `errors`: the source's
+    return SimpleNamespace(**counts, failed=drained.retried + drained.gave_up)

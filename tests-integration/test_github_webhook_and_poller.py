@@ -17,14 +17,14 @@ from typing import Any
 
 import httpx
 import pytest
-from integration_support import harness_texts, wait_for
+from integration_support import harness_texts, poll_and_drain, wait_for
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "packages" / "loop-cli" / "tests"))
 from fakegithub import FakeGitHub, served
 
 from loop_cli.github.source import GitHubSource
 from loop_cli.webhook.app import create_app
-from loop_cli.webhook.seen import StoreSeen
+from loop_cli.webhook.seen import InboxAccept
 from loop_cli.webhook.verify import sign
 
 HERE = Path(__file__).resolve().parent
@@ -83,16 +83,17 @@ def world(
 
 
 def poll(world: dict[str, Any]) -> Any:
-    from loop_dispatch.poll import run_poll_cycle
+    """`poll --once`: the source into the inbox, then the drain once."""
+    return poll_and_drain(world["store"], world["source"], world["dispatcher"], world["events"])
 
-    return run_poll_cycle(
-        world["store"],
-        world["source"],
-        world["dispatcher"],
-        world["events"],
-        version="0.1.0-test",
-        max_retries=3,
-    )
+
+def drain(world: dict[str, Any]) -> Any:
+    """What the receiver's drain does after a 202: deliver what the inbox holds."""
+    from loop_dispatch.drain import Drain
+
+    return Drain(
+        world["store"], world["dispatcher"], world["events"], versions={"t": "1"}, idle=0.01
+    ).run(until_idle=True)
 
 
 def messages(world: dict[str, Any]) -> list[str]:
@@ -154,17 +155,18 @@ def test_comment_seen_by_webhook_and_poller_reaches_the_session_once(world) -> N
     body = delivery(fake, made.id)
     app = create_app(
         SECRET,
-        world["dispatcher"].dispatch,
+        InboxAccept(world["store"]),
         authorized_actors=["alice"],
         trigger_label=LABEL,
         own_login="loop-bot",
-        seen=StoreSeen(world["store"]),
     )
     with served(app) as url:
         assert send(url, body, "guid-1").status_code == 202
+        assert drain(world).processed == 1
         assert wait_for(lambda: any("Exactly-once" in t for t in messages(world)))
-        # GitHub redelivers under a new GUID, and the poller lists the same comment.
-        assert send(url, body, "guid-2").status_code == 202
+        # GitHub redelivers under a new GUID, and the poller lists the same comment:
+        # the inbox already holds its delivery id.
+        assert send(url, body, "guid-2").json()["status"] == "duplicate"
         assert send(url, body, "guid-1").status_code == 200
         report = poll(world)
         time.sleep(1.0)  # give any duplicate paste time to land (none must)
@@ -184,14 +186,14 @@ def test_poller_first_then_webhook_is_also_once(world) -> None:
     assert wait_for(lambda: any("Poller got here first." in t for t in messages(world)))
     app = create_app(
         SECRET,
-        world["dispatcher"].dispatch,
+        InboxAccept(world["store"]),
         authorized_actors=["alice"],
         trigger_label=LABEL,
-        seen=StoreSeen(world["store"]),
     )
     with served(app) as url:
-        assert send(url, delivery(fake, made.id), "late-guid").status_code == 202
-        assert wait_for(lambda: app.state.worker.handled == 1)
+        late = send(url, delivery(fake, made.id), "late-guid")
+        assert late.json()["status"] == "duplicate"
+        assert drain(world).processed == 0
     assert sum("Poller got here first." in t for t in messages(world)) == 1
 
 

@@ -133,10 +133,10 @@ class Demo:
         return [r for r in self._conversation() if needle in str(r.get("text", ""))]
 
     def _cycle(self) -> dict[str, Any]:
-        from .poller import cycle_summary, run_cycle
+        from .poller import cycle_summary, drain_once, run_cycle
 
         assert self.rt is not None
-        return cycle_summary(run_cycle(self.rt))
+        return cycle_summary(run_cycle(self.rt), drain_once(self.rt))
 
     def run(self) -> DemoReport:
         try:
