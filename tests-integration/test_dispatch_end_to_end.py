@@ -172,9 +172,10 @@ def test_reporter_scenario_stopped_tmux_server(world, tmux_server_pid):
         report = world.cycle()
     finally:
         os.kill(server, signal.SIGCONT)
-    # One attempt (comment a heads the item's queue; b waits behind it, in order), and
-    # an unanswered tmux never uses up an attempt.
-    assert (report.failed, report.processed, report.gave_up) == (1, 0, 0)
+    # Comment a heads the item's queue (b waits behind it, in order); an unanswered tmux
+    # never uses up an attempt, however often it is tried.
+    assert report.failed >= 1  # one try or more, each a transient failure
+    assert (report.processed, report.gave_up) == (0, 0)
     for event in (a, b):
         entry = world.store.inbox.by_delivery(event.delivery_id)
         assert (entry.state, entry.attempts) == ("pending", 0)

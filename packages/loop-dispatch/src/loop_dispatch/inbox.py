@@ -52,10 +52,25 @@ _COLUMNS = (
     "rearm_count, received_at, settled_at, updated_at"
 )
 _SELECT = "SELECT " + _COLUMNS + " FROM inbox"  # noqa: S608 (constant column list)
-# The head of each item's queue: no older open row of the same item.
-_HEAD = (
-    "NOT EXISTS (SELECT 1 FROM inbox j WHERE j.work_item = i.work_item "
-    "AND j.state IN ('pending', 'claimed') AND j.seq < i.seq)"
+
+# The queue heads (each item's oldest pending or claimed row), by a loose index scan:
+# the same recursive query runs on SQLite and PostgreSQL.
+_OPEN = "state IN ('pending', 'claimed')"
+_HEADS = (
+    "WITH RECURSIVE items(w) AS ("  # noqa: S608 (constant text)
+    f"SELECT (SELECT min(work_item) FROM inbox WHERE {_OPEN}) "
+    "UNION ALL SELECT (SELECT min(work_item) FROM inbox "
+    f"WHERE {_OPEN} AND work_item > items.w) FROM items WHERE items.w IS NOT NULL), "
+    "heads(seq) AS (SELECT (SELECT min(seq) FROM inbox "
+    f"WHERE work_item = items.w AND {_OPEN}) FROM items WHERE items.w IS NOT NULL) "
+)
+
+# Due heads: pending and due, or claimed under a lease that ran out or whose owner is
+# gone (`{owners}` becomes one placeholder per gone owner).
+_CLAIMABLE = (
+    "SELECT i.seq FROM heads JOIN inbox i ON i.seq = heads.seq WHERE "
+    "(i.state = 'pending' AND i.due_at <= ?) OR (i.state = 'claimed' AND "
+    "(i.lease_until <= ? OR i.lease_owner IN ({owners}))) ORDER BY i.seq LIMIT ?"
 )
 
 Clock = Callable[[], datetime]
@@ -310,13 +325,11 @@ class Inbox:
             ]
             dead = [o for o in owners if o != owner and not alive(o)]
             marks = ", ".join("?" * len(dead)) or "NULL"
+            # The head of each item's queue: a walk over the items with open rows (one
+            # index seek each, on the partial index of open rows), then each item's
+            # oldest open row. Cost grows with the number of items, not of waiting rows.
             # Placeholders only: every value is a parameter.
-            sql = (
-                "SELECT i.seq FROM inbox i WHERE i.state IN ('pending', 'claimed') AND "  # noqa: S608
-                f"{_HEAD} AND ((i.state = 'pending' AND i.due_at <= ?) OR "
-                f"(i.state = 'claimed' AND (i.lease_until <= ? OR i.lease_owner IN ({marks})))) "
-                "ORDER BY i.seq LIMIT ?"
-            )
+            sql = _HEADS + _CLAIMABLE.replace("{owners}", marks)
             rows = conn.execute(sql, (_iso(now), _iso(now), *dead, limit)).fetchall()
             seqs = [int(r[0]) for r in rows]
             if not seqs:
@@ -550,7 +563,15 @@ class Inbox:
 
     def summary(self) -> dict[str, Any]:
         """What `status` shows: pending, in flight, given up, the oldest pending age."""
-        counts = self.counts()
+        counts = {
+            str(r[0]): int(r[1])
+            for r in self._store.query(
+                "SELECT state, count(*) FROM inbox WHERE state IN ('pending', 'claimed') "
+                "GROUP BY state"
+            )
+        }
+        given = self._store.query("SELECT count(*) FROM inbox WHERE state = 'given_up'")
+        counts["given_up"] = int(given[0][0])
         rows = self._store.query(
             "SELECT min(received_at) FROM inbox WHERE state IN ('pending', 'claimed')"
         )

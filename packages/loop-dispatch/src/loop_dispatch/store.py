@@ -100,7 +100,9 @@ CORE_MIGRATIONS: list[str] = [
         updated_at       TEXT NOT NULL
     );
     CREATE INDEX inbox_open ON inbox (work_item, seq) WHERE state IN ('pending', 'claimed');
-    CREATE INDEX inbox_due ON inbox (state, due_at);
+    CREATE INDEX inbox_due ON inbox (due_at) WHERE state = 'pending';
+    CREATE INDEX inbox_given_up ON inbox (seq) WHERE state = 'given_up';
+    CREATE INDEX inbox_claimed ON inbox (lease_owner) WHERE state = 'claimed';
     INSERT INTO inbox (delivery_id, work_item, source, state, event, attempts, tries, due_at,
                        outcome, last_reason, gave_up_versions, rearm_count, received_at,
                        settled_at, updated_at)
