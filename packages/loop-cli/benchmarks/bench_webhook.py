@@ -1,9 +1,10 @@
 """Webhook throughput: signed issue_comment deliveries to a receiver on loopback.
 
-The receiver runs in its own process (`--serve`), under uvicorn, with a handler that
-takes 5 ms per event (like a fast tmux paste) so the numbers show what the sender
-sees: the 202 does not wait for dispatch. Bounded: a fixed request count per run and
-a hard time limit. Prints requests/s, p50 and p99 latency for 1 and 4 senders.
+The receiver runs in its own process (`--serve`), under uvicorn, committing each
+delivery to the inbox of a real state store (GUID and event in one SQLite transaction)
+before its 202, with no drain, so the numbers show what the sender sees: the cost of
+accepting durably. Bounded: a fixed request count per run and a hard time limit.
+Prints requests/s, p50 and p99 latency for 1 and 4 senders.
 """
 
 from __future__ import annotations
@@ -31,17 +32,18 @@ TIME_LIMIT = 60.0
 
 
 def serve() -> None:
-    from loop_cli.webhook.app import create_app
-    from loop_cli.webhook.server import serve as run
+    import tempfile
 
-    app = create_app(
-        SECRET,
-        lambda event: time.sleep(0.005),
-        authorized_actors=["alice"],
-        trigger_label="the-loop",
-        queue_size=100_000,
-    )
-    run(app, "127.0.0.1", 0, on_started=lambda port: print(f"PORT {port}", flush=True))
+    from loop_cli.webhook.app import create_app
+    from loop_cli.webhook.seen import InboxAccept
+    from loop_cli.webhook.server import serve as run
+    from loop_dispatch.store import Store
+
+    with tempfile.TemporaryDirectory() as tmp, Store.open(tmp) as store:
+        app = create_app(
+            SECRET, InboxAccept(store), authorized_actors=["alice"], trigger_label="the-loop"
+        )
+        run(app, "127.0.0.1", 0, on_started=lambda port: print(f"PORT {port}", flush=True))
 
 
 def payload(n: int) -> bytes:
@@ -106,17 +108,17 @@ def main() -> None:
             raise SystemExit(f"receiver did not start: {line!r}")
         url = f"http://127.0.0.1:{m.group(1)}"
         print(
-            f"signed issue_comment deliveries ({len(payload(0))} bytes), receiver handler "
-            "5 ms/event, loopback"
+            f"signed issue_comment deliveries ({len(payload(0))} bytes), each committed to "
+            "the inbox before its 202, loopback"
         )
         run(url, 1, 0)
         run(url, 4, REQUESTS)
     finally:
         t0 = time.perf_counter()
-        proc.terminate()  # SIGTERM: the receiver drains its queue (bounded) and exits
+        proc.terminate()  # SIGTERM: the receiver shuts down gracefully
         try:
             code = proc.wait(timeout=90)
-            print(f"SIGTERM to exit (queue drained): {time.perf_counter() - t0:.2f}s, exit {code}")
+            print(f"SIGTERM to exit: {time.perf_counter() - t0:.2f}s, exit {code}")
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()

@@ -4,9 +4,9 @@
    (a real tmux server on a private socket, a minimal harness that swallows input).
    Prints events/s, median and p95 latency, tmux processes per event, and how the
    median grows from 10 to 50 items.
-2. Poll-cycle bookkeeping: a cycle over M new comments with a dispatcher that answers
-   at once, so what is timed is the ledger (record in one transaction, cursor, marks).
-   Prints the time per cycle and per comment at M = 1,000 and 10,000.
+2. Inbox bookkeeping: a poll cycle committing M new comments (one transaction with the
+   cursor), then the drain settling them with a dispatcher that answers at once, so
+   what is timed is the inbox itself (claim, lease, settle). M = 1,000 and 10,000.
 """
 
 from __future__ import annotations
