@@ -15,6 +15,8 @@ hold. Faults are injected through the state file (see :class:`FakeState`):
 - ``fail``: ``{command: "error text"}`` -- that command fails with tmux's exit status 1
   (or ``{command: {"text": ..., "after": n, "times": m}}``: only its calls n+1 to n+m,
   every call from n+1 on when ``times`` is absent);
+- ``flaky``: ``{command: {"every": n, "text": "error text"}}`` -- every n-th call of
+  that command fails with that text (a server that answers, but not always);
 - ``late``: command names whose invocation is carried out and then never answered,
   like a command queued to a SIGSTOPped server that runs it once it resumes;
 - ``version``: what ``tmux -V`` prints (an old version also refuses ``-e``).
@@ -345,6 +347,9 @@ class _Fake:
             failure = failure["text"] if failing else None
         if failure:
             raise TmuxExit(failure)
+        flaky = self.faults.get("flaky", {}).get(verb)
+        if flaky and calls[verb] % max(1, int(flaky.get("every", 1))) == 0:
+            raise TmuxExit(flaky.get("text", "server exited unexpectedly"))
         handler = getattr(self, "cmd_" + verb.replace("-", "_"), None)
         if handler is None:
             raise TmuxExit(f"unknown command: {verb}")
