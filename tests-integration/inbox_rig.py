@@ -33,7 +33,7 @@ from integration_support import wait_for
 from loop_cli.webhook.verify import sign
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "packages" / "loop-cli" / "tests"))
-from fakegithub import payloads  # noqa: E402
+from fakegithub import payloads
 
 HERE = Path(__file__).resolve().parent
 FAKE_HARNESS = HERE / "harness" / "fake_harness.py"

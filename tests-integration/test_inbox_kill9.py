@@ -115,8 +115,8 @@ def test_webhook_receiver_killed_at_random_loses_no_accepted_comment(
         line = (
             f"webhook kill -9 (seed {seed}): kills={kills} sent={result['sent']} "
             f"delivered once={result['once']} twice={result['twice']} more={result['more']} "
-            f"lost={result['lost']} extra pastes={extra} answers={dict(answers)}; all sent at {all_sent}s, all delivered at "
-            f"{all_in}s, done at {took}s"
+            f"lost={result['lost']} extra pastes={extra} answers={dict(answers)}; "
+            f"all sent at {all_sent}s, all delivered at {all_in}s, done at {took}s"
         )
         print("\n" + line)
         assert kills >= 3, line
@@ -139,7 +139,9 @@ def test_poller_killed_at_random_loses_no_comment(tmp_path: Path, tmux_socket: s
     opened: list[str] = []
     openers = [
         threading.Thread(
-            target=lambda n=n: opened.append(rig.cli("item", "open", f"item {n}").stdout.strip())
+            target=lambda n=n: opened.append(
+                rig.cli("item", "open", f"item {n}: {marker(900 + n, 0)}").stdout.strip()
+            )
         )
         for n in range(3)
     ]
@@ -155,7 +157,8 @@ def test_poller_killed_at_random_loses_no_comment(tmp_path: Path, tmux_socket: s
     plan = [(refs[i % len(refs)], i) for i in range(COMMENTS)]
     via_cli = [p for n, p in enumerate(plan) if n % 15 == 0]
     in_process = [p for n, p in enumerate(plan) if n % 15 != 0]
-    sent = [marker(ref.number, i) for ref, i in plan]
+    sent = [marker(900 + n, 0) for n in range(len(refs))]  # the openings
+    sent += [marker(ref.number, i) for ref, i in plan]
     poller = rig.poller()
     failures: list[BaseException] = []
     started = time.monotonic()

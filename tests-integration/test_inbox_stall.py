@@ -18,6 +18,9 @@ import stat
 import subprocess
 import threading
 import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -50,12 +53,18 @@ STALL = 10 * OLD_WINDOW
 PER_ITEM = 4
 
 
+def opening(n: int) -> str:
+    """The marker in the title of the n-th item a test opens (its opening event)."""
+    return marker(900 + n, 0)
+
+
 def _open_items(rig: Rig, count: int) -> list[WorkItemRef]:
-    """`the-loop item open`, `count` at once; refs in item order."""
+    """`the-loop item open`, `count` at once; refs in item order. Item n's title
+    carries `opening(n)`."""
     opened: list[str] = []
 
     def one(n: int) -> None:
-        opened.append(rig.cli("item", "open", f"item {n}").stdout.strip())
+        opened.append(rig.cli("item", "open", f"item {n}: {opening(n)}").stdout.strip())
 
     threads = [threading.Thread(target=one, args=(n,)) for n in range(count)]
     for thread in threads:
@@ -111,7 +120,8 @@ def _check_stall(
     print("\n" + line)
     assert result["lost"] == 0, line
     assert duplicated == 0, line
-    assert respawned == [] and len(starts) == sessions, line
+    assert respawned == [], line
+    assert len(starts) == sessions, line
     assert gave_up == [], line
     assert order == [], f"{line}: {order[:5]}"
     pids = {record["pid"] for _, record in rig.received() if record.get("event") == "message"}
@@ -132,7 +142,7 @@ def test_poller_path_outlasts_a_tmux_stall_of_ten_old_give_up_windows(
         poller.start()
         assert wait_for(lambda: len(rig.starts()) == len(refs), timeout=60), poller.log()
         harness_pids = {s["pid"] for s in rig.starts()}
-        sent = []
+        sent = [opening(n) for n in range(len(refs))]
         with rig.stalled():
             stopped = time.monotonic()
             for k in range(1, PER_ITEM + 1):
@@ -214,24 +224,37 @@ exec {real} "$@"
 """
 
 
-def test_a_new_session_tmux_carries_out_late_is_adopted(tmp_path: Path, tmux_socket: str) -> None:
+@dataclass
+class LateSpawn:
+    """What one late-new-session run observed (shared by the tests below)."""
+
+    adopted: list[dict]
+    failures: list[str]
+    starts: list[dict]
+    follow: list[dict]
+    opening: int
+    respawned: list[dict]
+    line: str
+
+
+def _late_spawn(tmp: Path, socket_name: str) -> LateSpawn:
     real = shutil.which("tmux")
     assert real is not None
-    bin_dir = tmp_path / "bin"
+    bin_dir = tmp / "bin"
     bin_dir.mkdir()
     wrapper = bin_dir / "tmux"
     wrapper.write_text(WRAPPER.format(real=real))
     wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
-    flag, pid_file = tmp_path / "stop-flag", tmp_path / "tmux.pid"
+    flag, pid_file = tmp / "stop-flag", tmp / "tmux.pid"
     rig = Rig(
-        tmp_path,
-        tmux_socket,
+        tmp,
+        socket_name,
         max_backoff=MAX_BACKOFF,
         path_prefix=bin_dir,
         extra_env={"LOOP_TEST_STOP_FLAG": str(flag), "LOOP_TEST_PID_FILE": str(pid_file)},
     )
     started = time.monotonic()
-    (first,) = _open_items(rig, 1)
+    _open_items(rig, 1)
     poller = rig.poller()
     pid = None
     try:
@@ -241,45 +264,82 @@ def test_a_new_session_tmux_carries_out_late_is_adopted(tmp_path: Path, tmux_soc
         assert pid
         pid_file.write_text(str(pid))
         flag.touch()
-        second = WorkItemRef.parse(rig.cli("item", "open", f"second {marker(2, 0)}").stdout.strip())
+        opened = rig.cli("item", "open", f"second {marker(2, 0)}").stdout.strip()
+        second = str(WorkItemRef.parse(opened))
         try:
             assert wait_for(lambda: not flag.exists(), timeout=30), "no new-session was sent"
             # The spawn times out (tmux stopped under it) and is rolled back, retried later.
-            assert wait_for(lambda: _failed(rig, str(second)), timeout=TMUX_TIMEOUT + 30), (
-                poller.log()
-            )
+            assert wait_for(lambda: _failed(rig, second), timeout=TMUX_TIMEOUT + 30), poller.log()
         finally:
             flag.unlink(missing_ok=True)
             os.kill(pid, signal.SIGCONT)
         adopted = wait_for(
-            lambda: [e for e in rig.events("session.adopted") if e["workItem"] == str(second)],
+            lambda: [e for e in rig.events("session.adopted") if e["workItem"] == second],
             timeout=TMUX_TIMEOUT + 30,
         )
-        failures = [e["detail"].get("reason") for e in _failed(rig, str(second))]
+        failures = [e["detail"].get("reason") for e in _failed(rig, second)]
         assert adopted, f"not adopted; failures for {second}: {failures}; {poller.log()}"
-        rig.cli("item", "comment", str(second), f"follow-up {marker(2, 1)}")
+        rig.cli("item", "comment", second, f"follow-up {marker(2, 1)}")
         assert wait_for(lambda: rig.marker_counts()[marker(2, 1)], timeout=30), poller.log()
+        time.sleep(MAX_BACKOFF)  # a late second paste would land within one backoff step
         starts = [s for s in rig.starts() if marker(2, 0) in (s.get("prompt") or "")]
         follow = [r for t, r in rig.received() if marker(2, 1) in t]
         opening = rig.marker_counts()[marker(2, 0)]
         line = (
             f"late new-session: adopted={len(adopted)} failures before={failures} "
             f"harness starts for the item={len(starts)} follow-up pastes={len(follow)} "
-            f"opening text received {opening} time(s) (prompt + adoption paste) "
-            f"in {time.monotonic() - started:.1f}s"
+            f"opening received {opening} time(s) in {time.monotonic() - started:.1f}s"
         )
         print("\n" + line)
-        assert len(starts) == 1, line
-        assert len(follow) == 1, line
-        assert follow[0]["pid"] == starts[0]["pid"], line
-        assert follow[0]["session_id"] == starts[0]["session_id"], line
-        assert not rig.events("session.respawned"), line
-        assert not _failed(rig, str(second), reason="occupied_unregistered"), line
+        return LateSpawn(
+            adopted=adopted,
+            failures=failures,
+            starts=starts,
+            follow=follow,
+            opening=opening,
+            respawned=rig.events("session.respawned"),
+            line=line,
+        )
     finally:
         flag.unlink(missing_ok=True)
         if pid:
             os.kill(pid, signal.SIGCONT)
         rig.close()
+
+
+@pytest.fixture(scope="module")
+def late_spawn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LateSpawn]:
+    """One run of the scenario on a private tmux server of its own (killed after)."""
+    if shutil.which("tmux") is None:
+        pytest.skip("tmux is not installed")
+    socket_name = f"loop-test-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    try:
+        yield _late_spawn(tmp_path_factory.mktemp("late-spawn"), socket_name)
+    finally:
+        Tmux(socket_name=socket_name, config_file="/dev/null").kill_server(timeout=15)
+
+
+def test_a_new_session_tmux_carries_out_late_is_adopted(late_spawn: LateSpawn) -> None:
+    """The agent tmux started late is adopted; the follow-up reaches that same agent."""
+    seen = late_spawn
+    assert seen.adopted, seen.line
+    assert "occupied_unregistered" not in seen.failures, seen.line
+    assert len(seen.starts) == 1, seen.line
+    assert len(seen.follow) == 1, seen.line
+    assert seen.follow[0]["pid"] == seen.starts[0]["pid"], seen.line
+    assert seen.follow[0]["session_id"] == seen.starts[0]["session_id"], seen.line
+    assert seen.respawned == [], seen.line
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="adoption pastes the event into an agent whose late new-session already carried "
+    "it as its first prompt: the opening reaches the agent twice, outside the one "
+    "documented duplicate window (Dispatcher._occupied_live delivers frame(event) "
+    "without asking whether the adopted spawn was this event's own)",
+)
+def test_an_adopted_late_spawn_receives_its_opening_event_once(late_spawn: LateSpawn) -> None:
+    assert late_spawn.opening == 1, late_spawn.line
 
 
 # -- close during a stall; restart racing a close --------------------------------------------
@@ -376,7 +436,8 @@ def test_restart_racing_a_close_never_relaunches_the_closed_item(
             f"in {time.monotonic() - started:.1f}s"
         )
         print("\n" + line)
-        assert record is not None and record.status == "closed", line
+        assert record is not None, line
+        assert record.status == "closed", line
         assert live == [], line
     finally:
         store.close()
@@ -386,42 +447,119 @@ def test_restart_racing_a_close_never_relaunches_the_closed_item(
 # -- SIGTERM during a stall --------------------------------------------------------------------
 
 
-def test_sigterm_stops_the_poller_promptly_during_a_stall(tmp_path: Path, tmux_socket: str) -> None:
-    rig = Rig(tmp_path, tmux_socket, max_backoff=MAX_BACKOFF)
+def _tmux_children(pid: int) -> list[int]:
+    """The tmux client processes `pid` is waiting on (its attempts under way in tmux)."""
+    out = []
+    for stat_file in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat_file.read_text()
+        except OSError:
+            continue
+        comm = text[text.find("(") + 1 : text.rfind(")")]
+        fields = text[text.rfind(")") + 2 :].split()
+        if comm.startswith("tmux") and fields[1] == str(pid):
+            out.append(int(stat_file.parent.name))
+    return out
+
+
+@dataclass
+class Stopped:
+    """What one SIGTERM-during-a-stall run observed (shared by the tests below)."""
+
+    took: float
+    code: int
+    in_tmux: int
+    result: dict[str, int]
+    line: str
+
+
+def _sigterm_during_stall(tmp: Path, socket_name: str) -> Stopped:
+    from loop_cli.tracker import LocalTracker
+    from loop_dispatch.store import Store
+
+    rig = Rig(tmp, socket_name, max_backoff=MAX_BACKOFF)
     started = time.monotonic()
     refs = _open_items(rig, 3)
     poller = rig.poller()
-    sent = []
+    store = Store.open(rig.state)
     try:
         poller.start()
         assert wait_for(lambda: len(rig.starts()) == len(refs), timeout=60), poller.log()
+        # The openings are settled (spawned, survived) before the stall: the attempts
+        # under way at the signal are the comments' pastes.
+        assert wait_for(lambda: not store.inbox.entries(("pending", "claimed")), timeout=60)
+        sent = [opening(n) for n in range(len(refs))]
+        assert poller.proc is not None
+        daemon = poller.proc
+        tracker = LocalTracker(store)
         with rig.stalled():
             for k in range(1, 3):
                 for ref in refs:
-                    rig.cli("item", "comment", str(ref), f"comment {k}: {marker(ref.number, k)}")
+                    tracker.comment(ref, f"comment {k}: {marker(ref.number, k)}")
                     sent.append(marker(ref.number, k))
-            # Attempts are under way (each waits on the silent tmux) when the signal comes.
-            assert wait_for(lambda: len(_failed(rig, str(refs[0]))) >= 1, timeout=30)
-            assert poller.proc is not None
+            # Every item's attempt is under way, waiting in tmux, when the signal comes.
+            in_tmux = len(
+                wait_for(
+                    lambda: (
+                        len(_tmux_children(daemon.pid)) >= len(refs) and _tmux_children(daemon.pid)
+                    ),
+                    timeout=30,
+                )
+                or []
+            )
+            assert in_tmux >= len(refs), poller.log()
             asked = time.monotonic()
-            poller.proc.send_signal(signal.SIGTERM)
+            daemon.send_signal(signal.SIGTERM)
             try:
-                code = poller.proc.wait(timeout=60)
+                code = daemon.wait(timeout=60)
             finally:
                 took = time.monotonic() - asked
-        # Nothing was lost by stopping: a new poller delivers what was waiting.
+        # Nothing is lost by stopping: a new poller delivers what was waiting.
         poller.start()
         wait_for(lambda: all(rig.marker_counts()[m] for m in sent), timeout=60)
+        assert wait_for(lambda: not store.inbox.entries(("pending", "claimed")), timeout=30)
+        time.sleep(MAX_BACKOFF)  # a late second paste would land within one backoff step
         result = tally(sent, rig.marker_counts())
         line = (
-            f"SIGTERM during a stall: exited {code} after {took:.1f}s (bound 2s + one tmux "
-            f"timeout {TMUX_TIMEOUT:g}s, asserted < 15s); afterwards sent={result['sent']} "
-            f"once={result['once']} twice={result['twice']} lost={result['lost']} "
+            f"SIGTERM during a stall: {in_tmux} attempts waiting in tmux; exited {code} after "
+            f"{took:.1f}s (bound 2s + one tmux timeout {TMUX_TIMEOUT:g}s, asserted < 15s); "
+            f"after a restart: sent={result['sent']} once={result['once']} "
+            f"twice={result['twice']} more={result['more']} lost={result['lost']} "
             f"in {time.monotonic() - started:.1f}s"
         )
         print("\n" + line)
-        assert took < 15.0, line
-        assert code == 0, f"{line}\n{poller.logs()}"
-        assert result["lost"] == 0, line
+        return Stopped(took=took, code=code, in_tmux=in_tmux, result=result, line=line)
     finally:
         rig.close()
+        store.close()
+
+
+@pytest.fixture(scope="module")
+def sigterm_in_stall(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stopped]:
+    """One run of the scenario on a private tmux server of its own (killed after)."""
+    if shutil.which("tmux") is None:
+        pytest.skip("tmux is not installed")
+    socket_name = f"loop-test-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    try:
+        yield _sigterm_during_stall(tmp_path_factory.mktemp("sigterm"), socket_name)
+    finally:
+        Tmux(socket_name=socket_name, config_file="/dev/null").kill_server(timeout=15)
+
+
+def test_sigterm_stops_the_poller_promptly_during_a_stall(sigterm_in_stall: Stopped) -> None:
+    seen = sigterm_in_stall
+    assert seen.took < 15.0, seen.line
+    assert seen.code == 0, seen.line
+    assert seen.result["lost"] == 0, seen.line
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a poller stopped (SIGTERM) while attempts wait in a stalled tmux exits after "
+    "its 2 s grace leaving their tmux clients alive; tmux carries the pastes out at the "
+    "thaw and the next drain pastes the same events again (the rows were still claimed): "
+    "one duplicate per attempt under way, outside the documented crash window",
+)
+def test_sigterm_during_a_stall_duplicates_nothing(sigterm_in_stall: Stopped) -> None:
+    seen = sigterm_in_stall
+    assert seen.result["twice"] + seen.result["more"] == 0, seen.line
