@@ -320,6 +320,26 @@ def tally(sent: Sequence[str], counts: Counter[str]) -> dict[str, int]:
     }
 
 
+def wait_delivered(
+    rig: Rig, sent: Sequence[str], *, timeout: float, quiet: float = 15.0
+) -> Counter[str]:
+    """Wait until every marker in `sent` reached a harness, or nothing new arrived for
+    `quiet` seconds (a lost event never arrives), or `timeout`; returns the counts."""
+    deadline = time.monotonic() + timeout
+    last, changed = -1, time.monotonic()
+    while True:
+        counts = rig.marker_counts()
+        if all(counts[m] for m in sent):
+            return counts
+        total = sum(counts.values())
+        now = time.monotonic()
+        if total != last:
+            last, changed = total, now
+        if now >= deadline or now - changed >= quiet:
+            return counts
+        time.sleep(0.25)
+
+
 def order_violations(rig: Rig) -> list[str]:
     """Per item, the markers in the order its harness received them must ascend."""
     last: dict[int, int] = {}

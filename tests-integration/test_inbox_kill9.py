@@ -19,7 +19,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from inbox_rig import Rig, comment_body, marker, new_guid, post, tally
+from inbox_rig import Rig, comment_body, marker, new_guid, post, tally, wait_delivered
 from integration_support import wait_for
 
 pytestmark = [pytest.mark.tmux, pytest.mark.slow]
@@ -105,9 +105,9 @@ def test_webhook_receiver_killed_at_random_loses_no_accepted_comment(
         assert not failures, f"sender failed: {failures[0]!r}"
         assert not sender.is_alive()
         all_sent = round(time.monotonic() - started, 1)
-        wait_for(lambda: all(rig.marker_counts()[m] for m in sent), timeout=120, interval=0.5)
+        wait_delivered(rig, sent, timeout=120)
         all_in = round(time.monotonic() - started, 1)
-        assert wait_for(lambda: not _pending(rig), timeout=60, interval=1.0)
+        time.sleep(1.0)  # a straggling second paste lands now or never
         counts = rig.marker_counts()
         result = tally(sent, counts)
         extra = _extra_pastes(sent, counts)
@@ -123,6 +123,7 @@ def test_webhook_receiver_killed_at_random_loses_no_accepted_comment(
         assert result["lost"] == 0, line
         assert extra <= kills, line
         assert rig.events("session.respawned") == [], line
+        assert wait_for(lambda: not _pending(rig), timeout=60, interval=1.0), line
     finally:
         up.set()
         rig.close()
@@ -199,9 +200,9 @@ def test_poller_killed_at_random_loses_no_comment(tmp_path: Path, tmux_socket: s
             thread.join(SEND_DEADLINE)
         assert not failures, f"writer failed: {failures[0]!r}"
         all_sent = round(time.monotonic() - started, 1)
-        wait_for(lambda: all(rig.marker_counts()[m] for m in sent), timeout=120, interval=0.5)
+        wait_delivered(rig, sent, timeout=120)
         all_in = round(time.monotonic() - started, 1)
-        assert wait_for(lambda: not _pending(rig), timeout=60, interval=1.0)
+        time.sleep(1.0)  # a straggling second paste lands now or never
         counts = rig.marker_counts()
         result = tally(sent, counts)
         extra = _extra_pastes(sent, counts)
@@ -218,6 +219,7 @@ def test_poller_killed_at_random_loses_no_comment(tmp_path: Path, tmux_socket: s
         assert result["lost"] == 0, line
         assert extra <= kills, line
         assert rig.events("session.respawned") == [], line
+        assert wait_for(lambda: not _pending(rig), timeout=60, interval=1.0), line
     finally:
         rig.close()
         store.close()

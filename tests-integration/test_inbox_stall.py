@@ -37,6 +37,7 @@ from inbox_rig import (
     proc_gone,
     tally,
     the_loop,
+    wait_delivered,
 )
 from integration_support import wait_for
 
@@ -99,7 +100,7 @@ def _check_stall(
 ) -> None:
     """After the thaw: all delivered once, in order, into the same agents, promptly."""
     bound = MAX_BACKOFF + TMUX_TIMEOUT
-    wait_for(lambda: all(rig.marker_counts()[m] for m in sent), timeout=bound + 60, interval=0.25)
+    wait_delivered(rig, sent, timeout=bound + 60)
     time.sleep(MAX_BACKOFF)  # a late second paste would land within one backoff step
     counts = rig.marker_counts()
     result = tally(sent, counts)
@@ -516,8 +517,7 @@ def _sigterm_during_stall(tmp: Path, socket_name: str) -> Stopped:
                 took = time.monotonic() - asked
         # Nothing is lost by stopping: a new poller delivers what was waiting.
         poller.start()
-        wait_for(lambda: all(rig.marker_counts()[m] for m in sent), timeout=60)
-        assert wait_for(lambda: not store.inbox.entries(("pending", "claimed")), timeout=30)
+        wait_delivered(rig, sent, timeout=60)
         time.sleep(MAX_BACKOFF)  # a late second paste would land within one backoff step
         result = tally(sent, rig.marker_counts())
         line = (
