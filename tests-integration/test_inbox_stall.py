@@ -22,6 +22,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from inbox_rig import (
@@ -463,6 +464,15 @@ def _tmux_children(pid: int) -> list[int]:
     return out
 
 
+def _settled(rig: Rig, store: Any, refs: list[WorkItemRef]) -> bool:
+    """Every item's opening spawned and nothing left open in the inbox."""
+    spawned = {e["workItem"] for e in rig.events("session.spawned")}
+    if not all(str(ref) in spawned for ref in refs):
+        return False
+    inbox = getattr(store, "inbox", None)  # (absent before the inbox: spawned suffices)
+    return inbox is None or not inbox.entries(("pending", "claimed"))
+
+
 @dataclass
 class Stopped:
     """What one SIGTERM-during-a-stall run observed (shared by the tests below)."""
@@ -488,7 +498,7 @@ def _sigterm_during_stall(tmp: Path, socket_name: str) -> Stopped:
         assert wait_for(lambda: len(rig.starts()) == len(refs), timeout=60), poller.log()
         # The openings are settled (spawned, survived) before the stall: the attempts
         # under way at the signal are the comments' pastes.
-        assert wait_for(lambda: not store.inbox.entries(("pending", "claimed")), timeout=60)
+        assert wait_for(lambda: _settled(rig, store, refs), timeout=60), poller.log()
         sent = [opening(n) for n in range(len(refs))]
         assert poller.proc is not None
         daemon = poller.proc
@@ -498,17 +508,11 @@ def _sigterm_during_stall(tmp: Path, socket_name: str) -> Stopped:
                 for ref in refs:
                     tracker.comment(ref, f"comment {k}: {marker(ref.number, k)}")
                     sent.append(marker(ref.number, k))
-            # Every item's attempt is under way, waiting in tmux, when the signal comes.
-            in_tmux = len(
-                wait_for(
-                    lambda: (
-                        len(_tmux_children(daemon.pid)) >= len(refs) and _tmux_children(daemon.pid)
-                    ),
-                    timeout=30,
-                )
-                or []
-            )
-            assert in_tmux >= len(refs), poller.log()
+            # Attempts are under way, waiting in tmux, when the signal comes (every item's
+            # where they run concurrently).
+            assert wait_for(lambda: _tmux_children(daemon.pid), timeout=30), poller.log()
+            wait_for(lambda: len(_tmux_children(daemon.pid)) >= len(refs), timeout=3)
+            in_tmux = len(_tmux_children(daemon.pid))
             asked = time.monotonic()
             daemon.send_signal(signal.SIGTERM)
             try:
