@@ -13,6 +13,7 @@ paste), keyed by a unique marker in each comment body: never the-loop's own acco
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import re
@@ -338,6 +339,41 @@ def wait_delivered(
         if now >= deadline or now - changed >= quiet:
             return counts
         time.sleep(0.25)
+
+
+def paste_times(rig: Rig) -> dict[str, list[float]]:
+    """Marker -> the wall times the harnesses recorded it, oldest first."""
+    out: dict[str, list[float]] = {}
+    for text, record in rig.received():
+        for m in MARK_RE.finditer(text):
+            out.setdefault(m.group(0), []).append(float(record["ts"]))
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def duplicates_by_kill(
+    rig: Rig, sent: Sequence[str], kills: Sequence[float]
+) -> tuple[list[list[str]], list[str]]:
+    """Each repeated paste blamed on the kill that fell between it and its repeat (a
+    crash between a paste and its settle); a repeat with no kill in between is
+    unexplained. `kills` are wall times (time.time()) of the SIGKILLs. Returns
+    (markers repeated per kill, unexplained markers)."""
+    times = paste_times(rig)
+    per_kill: list[list[str]] = [[] for _ in kills]
+    unexplained = []
+    for m in sent:
+        seen = times.get(m, [])
+        for first, again in itertools.pairwise(seen):
+            # (a killed daemon's last tmux client may finish its paste just after the kill)
+            blamed = [n for n, k in enumerate(kills) if first - 1.0 <= k <= again]
+            if blamed:
+                per_kill[blamed[0]].append(m)
+            else:
+                unexplained.append(m)
+    return per_kill, unexplained
+
+
+def items_of(markers: Sequence[str]) -> list[int]:
+    return [int(m.group(1)) for m in map(MARK_RE.fullmatch, markers) if m]
 
 
 def order_violations(rig: Rig) -> list[str]:

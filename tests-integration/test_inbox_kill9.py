@@ -22,6 +22,8 @@ import pytest
 from inbox_rig import (
     Rig,
     comment_body,
+    duplicates_by_kill,
+    items_of,
     marker,
     new_guid,
     order_violations,
@@ -98,6 +100,7 @@ def test_webhook_receiver_killed_at_random_loses_no_accepted_comment(
         sender = threading.Thread(target=send_all, name="sender", daemon=True)
         sender.start()
         kills = 0
+        kill_times: list[float] = []
         counts: Counter[str] = Counter()
         while kills < KILLS:
             time.sleep(rng.uniform(0.5, 3.0))
@@ -105,6 +108,7 @@ def test_webhook_receiver_killed_at_random_loses_no_accepted_comment(
             if not sender.is_alive() and all(counts[m] for m in sent):
                 break  # everything sent and delivered: no moment left to kill in
             up.clear()
+            kill_times.append(time.time())
             receiver.kill9()
             kills += 1
             receiver.start()
@@ -120,19 +124,26 @@ def test_webhook_receiver_killed_at_random_loses_no_accepted_comment(
         counts = rig.marker_counts()
         result = tally(sent, counts)
         extra = _extra_pastes(sent, counts)
+        per_kill, unexplained = duplicates_by_kill(rig, sent, kill_times)
         order = order_violations(rig)
         took = round(time.monotonic() - started, 1)
         line = (
             f"webhook kill -9 (seed {seed}): kills={kills} sent={result['sent']} "
             f"delivered once={result['once']} twice={result['twice']} more={result['more']} "
-            f"lost={result['lost']} extra pastes={extra} answers={dict(answers)}; "
+            f"lost={result['lost']} extra pastes={extra} (per kill: {per_kill}) "
+            f"answers={dict(answers)}; "
             f"order violations={len(order)}; all sent at {all_sent}s, all delivered at "
             f"{all_in}s, done at {took}s"
         )
         print("\n" + line)
         assert kills >= 3, line
         assert result["lost"] == 0, line
-        assert extra <= kills, line
+        # The one window that repeats a paste is a crash between the paste and its
+        # settle: every repeat follows a kill, and a kill repeats at most the one paste
+        # each item had under way (items are dispatched concurrently).
+        assert unexplained == [], f"{line}: repeated without a kill: {unexplained}"
+        for repeated in per_kill:
+            assert len(set(items_of(repeated))) == len(repeated), f"{line}: {per_kill}"
         # Each comment is sent only once the previous one was accepted: arrival order.
         # (A comment pasted again after a kill may repeat an earlier one; order counts
         # each marker's highest place, so only an overtaking shows.)
@@ -190,7 +201,7 @@ def test_poller_killed_at_random_loses_no_comment(tmp_path: Path, tmux_socket: s
                     rig.cli("item", "comment", str(ref), text)
                 else:
                     tracker.comment(ref, text)
-                    time.sleep(write_rng.uniform(0.005, 0.04))
+                    time.sleep(write_rng.uniform(0.01, 0.05))
         except BaseException as exc:
             failures.append(exc)
 
@@ -203,11 +214,13 @@ def test_poller_killed_at_random_loses_no_comment(tmp_path: Path, tmux_socket: s
         for thread in writers:
             thread.start()
         kills = 0
+        kill_times: list[float] = []
         while kills < KILLS:
-            time.sleep(rng.uniform(0.5, 3.0))
+            time.sleep(rng.uniform(0.3, 1.5))
             busy = any(t.is_alive() for t in writers)
             if not busy and all(rig.marker_counts()[m] for m in sent):
                 break
+            kill_times.append(time.time())
             poller.kill9()
             kills += 1
             poller.start()
@@ -221,20 +234,61 @@ def test_poller_killed_at_random_loses_no_comment(tmp_path: Path, tmux_socket: s
         counts = rig.marker_counts()
         result = tally(sent, counts)
         extra = _extra_pastes(sent, counts)
+        per_kill, unexplained = duplicates_by_kill(rig, sent, kill_times)
         took = round(time.monotonic() - started, 1)
         line = (
             f"poller kill -9 (seed {seed}): kills={kills} sent={result['sent']} "
             f"({len(via_cli)} via the CLI) delivered once={result['once']} "
             f"twice={result['twice']} more={result['more']} lost={result['lost']} "
-            f"extra pastes={extra}; all sent at {all_sent}s, all delivered at {all_in}s, "
-            f"done at {took}s"
+            f"extra pastes={extra} (per kill: {per_kill}); "
+            f"all sent at {all_sent}s, all delivered at {all_in}s, done at {took}s"
         )
         print("\n" + line)
         assert kills >= 3, line
         assert result["lost"] == 0, line
-        assert extra <= kills, line
+        # The one window that repeats a paste is a crash between the paste and its
+        # settle: every repeat follows a kill, and a kill repeats at most the one paste
+        # each item had under way (items are dispatched concurrently).
+        assert unexplained == [], f"{line}: repeated without a kill: {unexplained}"
+        for repeated in per_kill:
+            assert len(set(items_of(repeated))) == len(repeated), f"{line}: {per_kill}"
         assert rig.events("session.respawned") == [], line
         assert wait_for(lambda: not _pending(rig), timeout=60, interval=1.0), line
     finally:
         rig.close()
         store.close()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a first spawn is settled only after the harness survival window "
+    "(harness.survivalSeconds, 1 s): a daemon killed inside it leaves the event claimed "
+    "while the agent already holds it as its prompt, and the restarted drain pastes it "
+    "again into the registered session; the repeat window of a spawn is that whole "
+    "second, not the instant between a paste and its record's commit",
+)
+def test_a_kill_inside_a_first_spawns_survival_window_does_not_repeat_the_opening(
+    tmp_path: Path, tmux_socket: str
+) -> None:
+    rig = Rig(tmp_path, tmux_socket, tracker="local", interval=1.0)
+    poller = rig.poller()
+    try:
+        poller.start()
+        rig.cli("item", "open", f"item 0: {marker(900, 0)}")
+        # The agent has started with the opening as its prompt; the dispatcher is now
+        # waiting out the survival window before it settles the event.
+        assert wait_for(lambda: rig.starts(), timeout=60, interval=0.01), poller.log()
+        killed_after = time.time() - rig.starts()[0]["ts"]
+        poller.kill9()
+        poller.start()
+        wait_delivered(rig, [marker(900, 0)], timeout=30)
+        assert wait_for(lambda: not _pending(rig), timeout=60, interval=1.0)
+        count = rig.marker_counts()[marker(900, 0)]
+        line = (
+            f"kill -9 {killed_after:.2f}s after the agent started: opening received "
+            f"{count} time(s), harness starts={len(rig.starts())}"
+        )
+        print("\n" + line)
+        assert count == 1, line
+    finally:
+        rig.close()
