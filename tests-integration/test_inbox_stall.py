@@ -454,12 +454,6 @@ def test_a_close_during_a_stall_ends_the_agent_once_tmux_answers(
         rig.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 9 point 5: `sessions restart --all` selects sessions, then takes item "
-    "locks without re-checking them; an item closed in between is relaunched "
-    "(loop_cli/rotation/restart.py relaunch/_lock_all)",
-)
 def test_restart_racing_a_close_never_relaunches_the_closed_item(
     tmp_path: Path, tmux_socket: str
 ) -> None:
@@ -510,6 +504,7 @@ def test_restart_racing_a_close_never_relaunches_the_closed_item(
         assert record is not None, line
         assert record.status == "closed", line
         assert live == [], line
+        assert "skipped-closed" in out, line
     finally:
         store.close()
         rig.close()
