@@ -121,7 +121,7 @@ def test_a_token_given_as_tokenenv_is_never_echoed(tmp_path: Path) -> None:
 
 def test_config_is_immutable(tmp_path: Path) -> None:
     cfg = parse_text("polling: {maxRetries: 2}\n", tmp_path / "c.yaml")
-    with pytest.raises(ValueError, match="frozen"):
+    with pytest.raises(AttributeError, match="immutable"):
         cfg.polling.max_retries = 5  # type: ignore[misc]
     assert cfg.polling.max_retries == 2
 
@@ -283,3 +283,44 @@ def test_config_check_on_defaults(run_cli) -> None:
 def test_cross_key_rules(tmp_path: Path, text: str, expected: str) -> None:
     (problem,) = _errors(text, tmp_path)
     assert problem.startswith(f"{tmp_path / 'c.yaml'}: {expected}")
+
+
+def test_delivery_section_rules(tmp_path: Path) -> None:
+    where = str(tmp_path / "c.yaml")
+    assert _errors("delivery: {concurrency: 0, leaseSeconds: 1, maxAttempts: 0}\n", tmp_path) == [
+        f"{where}: delivery.maxAttempts: must be at least 1 (got 0)",
+        f"{where}: delivery.concurrency: must be at least 1 (got 0)",
+        f"{where}: delivery.leaseSeconds: must be at least 5 (got 1)",
+    ]
+    assert _errors("delivery: {backoffSeconds: 10, maxBackoffSeconds: 5}\n", tmp_path) == [
+        f"{where}: delivery: maxBackoffSeconds must be at least backoffSeconds"
+    ]
+    cfg = parse_text("delivery: {maxAttempts: 7}\npolling: {maxRetries: 2}\n", Path(where))
+    assert cfg.max_attempts() == 7
+    assert parse_text("polling: {maxRetries: 2}\n", Path(where)).max_attempts() == 2
+    assert Config().max_attempts() == 3
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"webhook": {"port": "8080"}},
+        {"polling": {"maxRetries": 2.0}},
+        {"polling": {"intervalSeconds": True}},
+        {"sessions": {"killHarnessOnClose": "no"}},
+        {"tracker": "jira"},
+        {"bogus": 1},
+        {"harness": {"extraArgs": ["a", 3]}},
+        {"delivery": {"concurrency": 65}},
+        {"routing": ["a"]},
+    ],
+)
+def test_msgspec_strict_mode_refuses_what_the_checker_refuses(data: dict[str, object]) -> None:
+    """The walker words the problems; msgspec's strict mode must agree they are problems."""
+    import msgspec
+
+    from loop_cli.validation import check
+
+    assert check(Config, data, None)[1]
+    with pytest.raises(msgspec.ValidationError):
+        msgspec.convert(data, Config, strict=True)

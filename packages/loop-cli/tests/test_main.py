@@ -127,3 +127,23 @@ def test_every_lazy_entry_is_a_click_command_imported_on_use() -> None:
         for name in table:
             assert isinstance(group.get_command(ctx, name), click.Command), name
     assert cli.get_command(click.Context(cli), "no-such-command") is None
+
+
+def test_library_roots_are_matched_by_isinstance_not_by_name() -> None:
+    from loop_dispatch import DispatchError, LockTimeout, StoreError
+    from loop_envstate import EnvFileError, EnvstateError
+    from loop_tmux import TmuxError, TmuxUnavailable
+
+    from loop_cli.errors import classify
+
+    class Renamed(DispatchError):  # a name no string table would know
+        pass
+
+    assert classify(Renamed("x")) == 1
+    assert classify(LockTimeout("busy")) == 1
+    assert classify(StoreError(__import__("pathlib").Path("/s"), "bad")) == 1
+    assert classify(TmuxUnavailable("no answer")) == 1
+    assert classify(EnvFileError("/e", "missing")) == 2
+    assert classify(ValueError("a bug")) is None
+    for root in (DispatchError, TmuxError, EnvstateError):
+        assert classify(root("x")) == 1

@@ -1,16 +1,14 @@
-"""The YAML config: pydantic models, the search order and one-line error messages.
+"""The YAML config: msgspec Structs, the search order and one-line error messages.
 
 Key names are camelCase in YAML (the issue fixes them); fields are snake_case in code.
-Unknown keys are errors, so a typo never silently falls back to a default. The models
-are strict: a wrong type (`1.5` for a whole number, `"no"` for a flag) is refused, never
-coerced. pydantic's ValidationError is translated into one line per problem naming the
-file and the camelCase key path.
+Unknown keys are errors, so a typo never silently falls back to a default. Types are
+strict: a wrong type (`1.5` for a whole number, `"no"` for a flag) is refused, never
+coerced. `validation.check` reports every problem at once, one line each naming the
+file and the camelCase key path; msgspec (strict mode) then builds the frozen config.
 
-Importing this module imports pydantic (about 60-100 ms), so only commands that load a
-config import it; `the-loop --version` and `--help` never do (see test_main).
+msgspec imports in a few milliseconds (pydantic took 60-100 ms), and only commands that
+load a config import this module; `the-loop --version` and `--help` never do.
 """
-
-from __future__ import annotations
 
 import os
 import sys
@@ -18,98 +16,81 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Field,
-    ValidationError,
-    field_validator,
-    model_validator,
-)
-from pydantic.alias_generators import to_camel
-from pydantic_core import ErrorDetails, PydanticCustomError
+import msgspec
+from msgspec import Meta
 
 from . import paths
 from .errors import ConfigError
+from .validation import Rule, check, describe, run_rules
 
 _TMUX_SOCKET_CHARS = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
 DEMO_AGENT_MODULE = "loop_cli.demo_agent"
 
 
-def _check_env_name(value: str) -> str:
+def _check_env_name(value: str) -> None:
     if not value or not (value[0].isalpha() or value[0] == "_"):
         raise ValueError("must be the NAME of an environment variable (not its value)")
     if not all(ch.isalnum() or ch == "_" for ch in value):
         raise ValueError("must be the NAME of an environment variable (not its value)")
-    return value
 
 
-def _to_path(value: Any) -> Any:
-    """A non-empty YAML string as a Path with `~` expanded (anchoring happens after)."""
-    if isinstance(value, Path):  # defaults and model_copy
-        return value
-    if not isinstance(value, str) or not value:
-        raise PydanticCustomError("path_type", "must be a path")
-    return Path(os.path.expanduser(value))
-
-
-def _program_first(value: list[str] | None) -> list[str] | None:
-    if value is not None and (not value or not value[0]):
+def _program_first(value: list[str]) -> None:
+    if not value or not value[0]:
         raise ValueError("must start with the program to run")
-    return value
 
 
-ConfigPath = Annotated[Path, BeforeValidator(_to_path)]
-EnvName = Annotated[str, AfterValidator(_check_env_name)]  # a variable NAME, never a value
-Argv = Annotated[list[str], AfterValidator(_program_first)]
+def _owner_repo(value: list[str]) -> None:
+    for repo in value:
+        owner, sep, name = repo.partition("/")
+        if not sep or not owner or not name or "/" in name:
+            raise ValueError(f"{repo!r} is not OWNER/REPO")
 
 
-class _Section(BaseModel):
-    """Shared rules: camelCase keys only, unknown keys refused, immutable, strict types."""
+def _socket_name(value: str) -> None:
+    if not value or not set(value) <= _TMUX_SOCKET_CHARS:
+        raise ValueError("must be a tmux -L socket name: letters, digits, '.', '_', '-'")
 
-    model_config = ConfigDict(
-        extra="forbid",
-        alias_generator=to_camel,
-        frozen=True,
-        strict=True,
-        validate_default=True,
-    )
+
+EnvName = Annotated[str, Rule(_check_env_name)]  # a variable NAME, never a value
+Argv = Annotated[list[str], Rule(_program_first)]
+Seconds = float  # finite always (validation refuses nan and inf)
+
+
+class _Section(
+    msgspec.Struct, rename="camel", forbid_unknown_fields=True, frozen=True, kw_only=True
+):
+    """Shared rules: camelCase keys only, unknown keys refused, immutable, keyword-only."""
+
+    def __post_init__(self) -> None:
+        run_rules(self)
+        self._cross_keys()
+
+    def _cross_keys(self) -> None:
+        """Rules tying keys of one section together (raise ValueError)."""
 
 
 class GitHubConfig(_Section):
-    repositories: list[str] = Field(default_factory=list)
+    repositories: Annotated[list[str], Rule(_owner_repo)] = []
     token_env: EnvName = "GITHUB_TOKEN"  # noqa: S105 (a variable NAME)
     api_url: str = "https://api.github.com"
     trigger_label: str = "the-loop"
-
-    @field_validator("repositories")
-    @classmethod
-    def _owner_repo(cls, value: list[str]) -> list[str]:
-        for repo in value:
-            owner, sep, name = repo.partition("/")
-            if not sep or not owner or not name or "/" in name:
-                raise ValueError(f"{repo!r} is not OWNER/REPO")
-        return value
 
 
 class HarnessConfig(_Section):
     adapter: Literal["claude-code", "codex", "generic"] = "generic"
     binary: str | None = None
-    extra_args: list[str] = Field(default_factory=list)
+    extra_args: list[str] = []
     argv: Argv | None = None
     resume_argv: Argv | None = None
-    cwd: ConfigPath | None = None
+    cwd: Path | None = None
     # Per-project working directory: "OWNER/REPO" (github) or "PROJECT" (local) -> path.
-    cwd_by_project: dict[str, ConfigPath] = Field(default_factory=dict)
+    cwd_by_project: dict[str, Path] = {}
     # How long a freshly started or resumed harness must stay up to count as started: a
     # harness that dies sooner (bad flag, unknown conversation) is caught, and a failed
     # resume falls back to a fresh conversation. Raise it for a harness slow to fail.
-    survival_seconds: float = Field(default=1.0, ge=0, le=60, allow_inf_nan=False)
+    survival_seconds: Annotated[Seconds, Meta(ge=0, le=60)] = 1.0
 
-    @model_validator(mode="after")
-    def _fits_adapter(self) -> HarnessConfig:
+    def _cross_keys(self) -> None:
         if self.adapter == "generic":
             if self.binary is not None:
                 raise ValueError("binary is for claude-code and codex; generic uses argv")
@@ -117,7 +98,6 @@ class HarnessConfig(_Section):
                 raise ValueError("resumeArgv needs argv")
         elif self.argv is not None or self.resume_argv is not None:
             raise ValueError(f"argv and resumeArgv are for the generic adapter, not {self.adapter}")
-        return self
 
     def resolved_binary(self) -> str:
         """The program an adapter runs: `binary`, else the adapter's usual name."""
@@ -141,59 +121,50 @@ class HarnessConfig(_Section):
 
 class RoutingConfig(_Section):
     runner: Literal["tmux"] = "tmux"
-    tmux_socket: str | None = None
+    tmux_socket: Annotated[str, Rule(_socket_name)] | None = None
     # The longest one dispatch waits for its work item's lock (another dispatch, a
     # restart or a stop holding it) before the attempt fails (transient) and the inbox
     # retries it later; short, so a busy item never holds a drain worker for long.
-    dispatch_timeout_seconds: float = Field(default=10.0, gt=0, allow_inf_nan=False)
-
-    @field_validator("tmux_socket")
-    @classmethod
-    def _socket_name(cls, value: str | None) -> str | None:
-        if value is not None and (not value or not set(value) <= _TMUX_SOCKET_CHARS):
-            raise ValueError("must be a tmux -L socket name: letters, digits, '.', '_', '-'")
-        return value
+    dispatch_timeout_seconds: Annotated[Seconds, Meta(gt=0)] = 10.0
 
 
 class PollingConfig(_Section):
-    interval_seconds: float = Field(default=60.0, gt=0, allow_inf_nan=False)
+    interval_seconds: Annotated[Seconds, Meta(gt=0)] = 60.0
     # Kept as an alias of delivery.maxAttempts (which wins when both are given).
-    max_retries: int | None = Field(default=None, ge=1)
+    max_retries: Annotated[int, Meta(ge=1)] | None = None
 
 
 class DeliveryConfig(_Section):
     """How the inbox retries: transient faults back off until a time horizon; definite
     failures count against an attempt budget."""
 
-    max_attempts: int | None = Field(default=None, ge=1)
-    give_up_after_seconds: float = Field(default=86400.0, gt=0, allow_inf_nan=False)
-    backoff_seconds: float = Field(default=1.0, gt=0, le=3600, allow_inf_nan=False)
-    max_backoff_seconds: float = Field(default=60.0, gt=0, le=86400, allow_inf_nan=False)
-    concurrency: int = Field(default=4, ge=1, le=64)
-    lease_seconds: float = Field(default=60.0, ge=5, le=3600, allow_inf_nan=False)
+    max_attempts: Annotated[int, Meta(ge=1)] | None = None
+    give_up_after_seconds: Annotated[Seconds, Meta(gt=0)] = 86400.0
+    backoff_seconds: Annotated[Seconds, Meta(gt=0, le=3600)] = 1.0
+    max_backoff_seconds: Annotated[Seconds, Meta(gt=0, le=86400)] = 60.0
+    concurrency: Annotated[int, Meta(ge=1, le=64)] = 4
+    lease_seconds: Annotated[Seconds, Meta(ge=5, le=3600)] = 60.0
 
-    @model_validator(mode="after")
-    def _backoff_order(self) -> DeliveryConfig:
+    def _cross_keys(self) -> None:
         if self.max_backoff_seconds < self.backoff_seconds:
             raise ValueError("maxBackoffSeconds must be at least backoffSeconds")
-        return self
 
 
 class WebhookConfig(_Section):
     host: str = "127.0.0.1"
-    port: int = Field(default=8787, ge=1, le=65535)
+    port: Annotated[int, Meta(ge=1, le=65535)] = 8787
     secret_env: EnvName = "THE_LOOP_WEBHOOK_SECRET"  # noqa: S105 (a variable NAME)
-    max_body_bytes: int = Field(default=25 * 1024 * 1024, ge=1024)
+    max_body_bytes: Annotated[int, Meta(ge=1024)] = 25 * 1024 * 1024
 
 
 class EnvConfig(_Section):
-    file: ConfigPath | None = None
+    file: Path | None = None
 
 
 class EventLogConfig(_Section):
-    path: ConfigPath | None = None
-    max_bytes: int = Field(default=10 * 1024 * 1024, ge=4096)
-    backups: int = Field(default=5, ge=0)
+    path: Path | None = None
+    max_bytes: Annotated[int, Meta(ge=4096)] = 10 * 1024 * 1024
+    backups: Annotated[int, Meta(ge=0)] = 5
 
 
 class SessionsConfig(_Section):
@@ -206,25 +177,23 @@ class ServicesConfig(_Section):
 
 
 class Config(_Section):
-    state_dir: ConfigPath | None = None
+    state_dir: Path | None = None
     tracker: Literal["local", "github"] = "local"
-    github: GitHubConfig = Field(default_factory=GitHubConfig)
-    authorized_actors: list[str] = Field(default_factory=list)
-    harness: HarnessConfig = Field(default_factory=HarnessConfig)
-    routing: RoutingConfig = Field(default_factory=RoutingConfig)
-    polling: PollingConfig = Field(default_factory=PollingConfig)
-    delivery: DeliveryConfig = Field(default_factory=DeliveryConfig)
-    webhook: WebhookConfig = Field(default_factory=WebhookConfig)
-    env: EnvConfig = Field(default_factory=EnvConfig)
-    event_log: EventLogConfig = Field(default_factory=EventLogConfig)
-    sessions: SessionsConfig = Field(default_factory=SessionsConfig)
-    services: ServicesConfig = Field(default_factory=ServicesConfig)
+    github: GitHubConfig = msgspec.field(default_factory=GitHubConfig)
+    authorized_actors: list[str] = []
+    harness: HarnessConfig = msgspec.field(default_factory=HarnessConfig)
+    routing: RoutingConfig = msgspec.field(default_factory=RoutingConfig)
+    polling: PollingConfig = msgspec.field(default_factory=PollingConfig)
+    delivery: DeliveryConfig = msgspec.field(default_factory=DeliveryConfig)
+    webhook: WebhookConfig = msgspec.field(default_factory=WebhookConfig)
+    env: EnvConfig = msgspec.field(default_factory=EnvConfig)
+    event_log: EventLogConfig = msgspec.field(default_factory=EventLogConfig)
+    sessions: SessionsConfig = msgspec.field(default_factory=SessionsConfig)
+    services: ServicesConfig = msgspec.field(default_factory=ServicesConfig)
 
-    @model_validator(mode="after")
-    def _tracker_needs(self) -> Config:
+    def _cross_keys(self) -> None:
         if self.tracker == "github" and not self.github.repositories:
             raise ValueError("tracker github needs at least one github.repositories entry")
-        return self
 
     def max_attempts(self) -> int:
         """delivery.maxAttempts, else its alias polling.maxRetries, else 3."""
@@ -246,91 +215,22 @@ class Config(_Section):
         return self.harness.cwd if self.harness.cwd is not None else Path.home()
 
 
-# -- pydantic's errors as one line each: key path, then what is wrong --------------------
-
-# pydantic error type -> our wording; "{...}" is filled from the error's context.
-_WORDING = {
-    "extra_forbidden": "unknown key",
-    "missing": "required",
-    "literal_error": "must be one of {expected}",
-    "greater_than": "must be greater than {gt}",
-    "greater_than_equal": "must be at least {ge}",
-    "less_than": "must be less than {lt}",
-    "less_than_equal": "must be at most {le}",
-    "finite_number": "must be a finite number",
-    "int_type": "must be a whole number",
-    "int_from_float": "must be a whole number",
-    "float_type": "must be a number",
-    "bool_type": "must be true or false",
-    "string_type": "must be a string",
-    "list_type": "must be a list",
-    "dict_type": "must be a mapping",
-    "model_type": "must be a mapping of keys",
-    "model_attributes_type": "must be a mapping of keys",
-}
-# Errors whose message already says enough (and must not echo the value: a tokenEnv
-# holding a token would otherwise be printed).
-_NO_ECHO = {"extra_forbidden", "missing", "value_error"}
-
-
-def _key_path(loc: tuple[str | int, ...]) -> tuple[str, bool]:
-    """The camelCase key path (`harness.extraArgs[1]`) and whether the problem is with
-    a mapping's key rather than its value."""
-    parts: list[str | int] = []
-    is_key = False
-    for part in loc:
-        if part == "[key]":  # pydantic's marker after the offending key itself
-            is_key = True
-            parts.pop()
-        else:
-            parts.append(part)
-    out = ""
-    for part in parts:
-        out += f"[{part}]" if isinstance(part, int) else ("." if out else "") + part
-    return out, is_key
-
-
-def _got(value: Any) -> str:
-    return "" if isinstance(value, (dict, list)) else f" (got {value!r})"
-
-
-def _plain(value: Any) -> Any:
-    """A bound as written in the docs: `0`, not pydantic's `0.0` for a float field."""
-    return int(value) if isinstance(value, float) and value.is_integer() else value
-
-
-def _describe(err: ErrorDetails) -> str:
-    """One line for one pydantic error: `key.path: what is wrong (got value)`."""
-    kind = err["type"]
-    wording = _WORDING.get(kind)
-    if wording is None:
-        message = err["msg"].removeprefix("Value error, ")
-    else:
-        ctx = {k: _plain(v) for k, v in (err.get("ctx") or {}).items()}
-        message = wording.format(**ctx)
-    if kind not in _NO_ECHO and "input" in err:
-        message += _got(err["input"])
-    loc, is_key = _key_path(tuple(err["loc"]))
-    if is_key:
-        message = f"key {message}"
-    if not loc:  # a cross-key rule of the whole file says what it is about itself
-        return message if kind == "value_error" else f"(top level): {message}"
-    return f"{loc}: {message}"
-
-
-def validate(data: Any, where: Path) -> Config:
+def validate(data: Any, where: Path, base: Path | None = None) -> Config:
     """A Config from parsed YAML, or ConfigError with one line per problem, each naming
-    `where` (the file) and the key path."""
-    try:
-        return Config.model_validate(data)
-    except ValidationError as exc:
-        problems = [_describe(err) for err in exc.errors(include_url=False)]
-        raise ConfigError([f"{where}: {line}" for line in problems]) from None
+    `where` (the file) and the key path. Relative paths are anchored at `base`."""
+    ready, problems = check(Config, data, base)
+    if not problems:
+        try:
+            return msgspec.convert(ready, Config, strict=True)
+        except msgspec.ValidationError as exc:
+            problems = [describe(exc)]
+    raise ConfigError([f"{where}: {line}" for line in problems])
 
 
-def dump(obj: BaseModel) -> dict[str, Any]:
+def dump(obj: msgspec.Struct) -> dict[str, Any]:
     """A config (or section) as YAML/JSON-ready data under its camelCase keys."""
-    return obj.model_dump(mode="json", by_alias=True)
+    data: dict[str, Any] = msgspec.to_builtins(obj, enc_hook=str)
+    return data
 
 
 @dataclass(frozen=True)
@@ -400,29 +300,7 @@ def parse_text(text: str, path: Path) -> Config:
         data = {}
     if not isinstance(data, dict):
         raise ConfigError([f"{path}: the top level must be a mapping of keys, not a list or value"])
-    return _anchor(validate(data, path), path.parent)
-
-
-def _anchor(config: Config, base: Path) -> Config:
-    """Relative paths in a config file are relative to the file's directory."""
-
-    def fix(p: Path | None) -> Path | None:
-        return p if p is None or p.is_absolute() else (base / p)
-
-    harness = config.harness.model_copy(
-        update={
-            "cwd": fix(config.harness.cwd),
-            "cwd_by_project": {k: fix(v) for k, v in config.harness.cwd_by_project.items()},
-        }
-    )
-    return config.model_copy(
-        update={
-            "state_dir": fix(config.state_dir),
-            "harness": harness,
-            "env": config.env.model_copy(update={"file": fix(config.env.file)}),
-            "event_log": config.event_log.model_copy(update={"path": fix(config.event_log.path)}),
-        }
-    )
+    return validate(data, path, path.parent)
 
 
 SECRET_HINTS = ("token", "secret", "password", "passwd", "apikey", "api-key", "api_key", "key=")

@@ -37,25 +37,21 @@ class OperationalError(LoopError):
     """Something the operator asked for could not be done right now (exit 1)."""
 
 
-# Error types of the in-repo libraries that are expected failures, with their exit code.
-# Matched by module and name so that the root group need not import those libraries.
-FOREIGN_ERRORS: dict[str, int] = {
-    "RefError": EXIT_USAGE,
-    "EnvFileError": EXIT_USAGE,
-    "LockTimeout": EXIT_OPERATIONAL,
-}
-FOREIGN_MODULES = ("loop_dispatch", "loop_tmux", "loop_envstate")
-
-
 def classify(exc: BaseException) -> int | None:
-    """Exit code for an expected failure, or None for a bug (which keeps its traceback)."""
+    """Exit code for an expected failure, or None for a bug (which keeps its traceback).
+
+    Each in-repo library has one exception root (`DispatchError`, `TmuxError`,
+    `EnvstateError`), matched by `isinstance`, never by name. The libraries are imported
+    here, on the failure path only, so `--version` and `--help` stay free of them.
+    """
     if isinstance(exc, LoopError):
         return exc.exit_code
-    module = type(exc).__module__ or ""
-    if module.split(".")[0] in FOREIGN_MODULES:
-        for klass in type(exc).__mro__:
-            if klass.__name__ in FOREIGN_ERRORS:
-                return FOREIGN_ERRORS[klass.__name__]
-        if type(exc).__name__.endswith("Error") or type(exc).__name__.endswith("Unavailable"):
-            return EXIT_OPERATIONAL
+    from loop_dispatch import DispatchError, RefError
+    from loop_envstate import EnvFileError, EnvstateError
+    from loop_tmux import TmuxError
+
+    if isinstance(exc, (RefError, EnvFileError)):
+        return EXIT_USAGE
+    if isinstance(exc, (DispatchError, TmuxError, EnvstateError)):
+        return EXIT_OPERATIONAL
     return None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .errors import DispatchError
 from .model import Event, EventKind, RefError, WorkItemRef, comment_delivery_id
 from .poll import CycleReport, PollBatch, Source
 
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
     from .framing import frame
     from .inbox import Inbox, InboxEntry
     from .launch import Launcher, LaunchSpec, default_launcher
-    from .lock import item_lock
+    from .lock import LockTimeout, LockUnavailable, item_lock
     from .poll import run_poll_cycle
     from .registry import SessionRecord
     from .store import Store, StoreError
@@ -58,6 +59,8 @@ _LAZY = {
     "Launcher": "launch",
     "default_launcher": "launch",
     "item_lock": "lock",
+    "LockTimeout": "lock",
+    "LockUnavailable": "lock",
     "run_poll_cycle": "poll",
     "SessionRecord": "registry",
     "Store": "store",
@@ -79,6 +82,7 @@ __all__ = [
     "ClaudeCodeAdapter",
     "CodexAdapter",
     "CycleReport",
+    "DispatchError",
     "Dispatcher",
     "Drain",
     "DrainReport",
@@ -92,6 +96,8 @@ __all__ = [
     "InboxEntry",
     "LaunchSpec",
     "Launcher",
+    "LockTimeout",
+    "LockUnavailable",
     "Outcome",
     "OutcomeKind",
     "PollBatch",

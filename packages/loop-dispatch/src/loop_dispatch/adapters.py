@@ -10,6 +10,8 @@ import uuid
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
+from .errors import DispatchError
+
 __all__ = [
     "ClaudeCodeAdapter",
     "CodexAdapter",
@@ -20,7 +22,7 @@ __all__ = [
 ]
 
 
-class ResumeUnsupported(Exception):
+class ResumeUnsupported(DispatchError):
     """The adapter cannot resume a conversation (the dispatcher starts a fresh one)."""
 
 

@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .errors import DispatchError
 from .inbox import InboxEntry, Retry, local_owner, owner_alive, versions_key
 
 if TYPE_CHECKING:
@@ -41,7 +42,7 @@ __all__ = ["Drain", "DrainReport", "GroundLost", "RetryPolicy", "Settlement"]
 SOURCE = "inbox"
 
 
-class GroundLost(Exception):
+class GroundLost(DispatchError):
     """The state the drain works on was deleted or replaced under it: stop, loudly."""
 
 

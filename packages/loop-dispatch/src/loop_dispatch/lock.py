@@ -13,16 +13,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from .errors import DispatchError
 from .model import WorkItemRef
 
 __all__ = ["LockTimeout", "LockUnavailable", "item_lock", "lock_path"]
 
 
-class LockTimeout(Exception):
+class LockTimeout(DispatchError):
     """The item stayed locked by another process past the timeout."""
 
 
-class LockUnavailable(Exception):
+class LockUnavailable(DispatchError):
     """The lock file cannot be made or opened (the lock dir is a file, unwritable, ...).
 
     `str(err)` is one line naming the path and the OS's reason.

@@ -15,6 +15,8 @@ from datetime import datetime
 from enum import Enum
 from typing import Any
 
+from .errors import DispatchError
+
 __all__ = [
     "Event",
     "EventKind",
@@ -36,7 +38,7 @@ _LOCAL_RE = re.compile(r"local:([^/#]+)#(.+)")
 _ESCAPES = {"_": "__", ".": "_d"}
 
 
-class RefError(ValueError):
+class RefError(DispatchError, ValueError):
     """A work item ref that is not `github:OWNER/REPO#N` or `local:PROJECT#N`."""
 
 

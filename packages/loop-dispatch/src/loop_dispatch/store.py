@@ -18,6 +18,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .errors import DispatchError
+
 if TYPE_CHECKING:
     from .deliveries import Deliveries
     from .inbox import Inbox
@@ -132,7 +134,7 @@ CORE_MIGRATIONS: list[str] = [
 ]
 
 
-class StoreError(Exception):
+class StoreError(DispatchError):
     """The state file cannot be used: corrupt, not SQLite, newer schema, unwritable.
 
     `str(err)` is one line naming the file and what is wrong.

@@ -6,6 +6,7 @@ starts): python-dotenv, hashlib and psutil are imported only when first used.
 
 from loop_envstate.compare import compare
 from loop_envstate.envfile import MAX_FILE_BYTES, EnvFile, EnvFileError, declared, parse, parse_text
+from loop_envstate.errors import EnvstateError
 from loop_envstate.fingerprint import FINGERPRINT_LENGTH, fingerprint
 from loop_envstate.launcher import launcher_argv
 from loop_envstate.procenv import process_environ
@@ -18,6 +19,7 @@ __all__ = [
     "MAX_FILE_BYTES",
     "EnvFile",
     "EnvFileError",
+    "EnvstateError",
     "compare",
     "declared",
     "fingerprint",

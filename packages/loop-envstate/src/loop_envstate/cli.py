@@ -14,6 +14,7 @@ import os
 import sys
 
 from loop_envstate.envfile import EnvFileError, display_path, parse, read_values
+from loop_envstate.errors import EnvstateError
 from loop_envstate.launcher import LaunchError, exec_program, layered, parse_set
 
 TYPE_CHECKING = False  # not typing's: importing typing costs ~7 ms at start-up
@@ -30,7 +31,7 @@ EXIT_USAGE = 2
 NEEDS_COMMAND = f"{PROG} exec: give the command after '--': exec FILE -- CMD [ARG...]"
 
 
-class UsageError(Exception):
+class UsageError(EnvstateError):
     """Bad command line: one line on stderr, exit 2."""
 
 

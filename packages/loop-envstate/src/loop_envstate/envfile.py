@@ -13,6 +13,8 @@ import os
 import stat
 import sys
 
+from loop_envstate.errors import EnvstateError
+
 TYPE_CHECKING = False  # not typing's: importing typing costs ~7 ms at start-up
 
 if TYPE_CHECKING:
@@ -34,7 +36,7 @@ a wrong path (a log, a disk image) from being read into memory.
 """
 
 
-class EnvFileError(Exception):
+class EnvFileError(EnvstateError):
     """An env file that cannot be used at all: missing, unreadable, not text, too big.
 
     ``str(err)`` is one line naming the path, fit to show an operator as is.

@@ -11,6 +11,7 @@ import os
 import sys
 
 from loop_envstate.envfile import display_path, is_valid_name
+from loop_envstate.errors import EnvstateError
 
 TYPE_CHECKING = False  # not typing's: importing typing costs ~7 ms at start-up
 
@@ -25,7 +26,7 @@ EXIT_CANNOT_RUN = 126
 """CMD was found but could not be executed."""
 
 
-class LaunchError(Exception):
+class LaunchError(EnvstateError):
     """exec() failed; ``code`` is the exit status to leave with (126 or 127)."""
 
     def __init__(self, code: int, message: str) -> None:

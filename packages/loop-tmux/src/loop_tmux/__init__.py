@@ -7,7 +7,7 @@ directory and an environment mapping. See docs/tmux.md.
 from __future__ import annotations
 
 from .client import Tmux
-from .errors import TmuxCapabilityWarning, TmuxUnavailable
+from .errors import TmuxCapabilityWarning, TmuxError, TmuxUnavailable
 from .names import SESSION_NAME_RE, TERMINATE_NAME_RE, check_name
 from .paste import neutralise
 from .presence import Presence
@@ -29,6 +29,7 @@ __all__ = [
     "SpawnResult",
     "Tmux",
     "TmuxCapabilityWarning",
+    "TmuxError",
     "TmuxUnavailable",
     "check_name",
     "neutralise",

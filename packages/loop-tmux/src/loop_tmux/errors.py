@@ -1,9 +1,13 @@
-"""Exceptions and warnings raised by loop_tmux."""
+"""Exceptions and warnings raised by loop_tmux: every exception is a `TmuxError`."""
 
 from __future__ import annotations
 
 
-class TmuxUnavailable(Exception):
+class TmuxError(Exception):
+    """The root of loop_tmux's exceptions: `except TmuxError` catches every one."""
+
+
+class TmuxUnavailable(TmuxError):
     """tmux gave no usable answer (timeout, OSError, missing binary, unrecognised error).
 
     Raised only by reads that have no other honest way to say "I do not know"
