@@ -130,11 +130,10 @@ def test_every_lazy_entry_is_a_click_command_imported_on_use() -> None:
 
 
 def test_library_roots_are_matched_by_isinstance_not_by_name() -> None:
+    from loop_cli.errors import classify
     from loop_dispatch import DispatchError, LockTimeout, StoreError
     from loop_envstate import EnvFileError, EnvstateError
     from loop_tmux import TmuxError, TmuxUnavailable
-
-    from loop_cli.errors import classify
 
     class Renamed(DispatchError):  # a name no string table would know
         pass

@@ -69,14 +69,14 @@ class _Section(
         """Rules tying keys of one section together (raise ValueError)."""
 
 
-class GitHubConfig(_Section):
+class GitHubConfig(_Section, frozen=True, kw_only=True):
     repositories: Annotated[list[str], Rule(_owner_repo)] = []
     token_env: EnvName = "GITHUB_TOKEN"  # noqa: S105 (a variable NAME)
     api_url: str = "https://api.github.com"
     trigger_label: str = "the-loop"
 
 
-class HarnessConfig(_Section):
+class HarnessConfig(_Section, frozen=True, kw_only=True):
     adapter: Literal["claude-code", "codex", "generic"] = "generic"
     binary: str | None = None
     extra_args: list[str] = []
@@ -119,7 +119,7 @@ class HarnessConfig(_Section):
         return list(self.argv), (list(self.resume_argv) if self.resume_argv else None)
 
 
-class RoutingConfig(_Section):
+class RoutingConfig(_Section, frozen=True, kw_only=True):
     runner: Literal["tmux"] = "tmux"
     tmux_socket: Annotated[str, Rule(_socket_name)] | None = None
     # The longest one dispatch waits for its work item's lock (another dispatch, a
@@ -128,13 +128,13 @@ class RoutingConfig(_Section):
     dispatch_timeout_seconds: Annotated[Seconds, Meta(gt=0)] = 10.0
 
 
-class PollingConfig(_Section):
+class PollingConfig(_Section, frozen=True, kw_only=True):
     interval_seconds: Annotated[Seconds, Meta(gt=0)] = 60.0
     # Kept as an alias of delivery.maxAttempts (which wins when both are given).
     max_retries: Annotated[int, Meta(ge=1)] | None = None
 
 
-class DeliveryConfig(_Section):
+class DeliveryConfig(_Section, frozen=True, kw_only=True):
     """How the inbox retries: transient faults back off until a time horizon; definite
     failures count against an attempt budget."""
 
@@ -150,33 +150,33 @@ class DeliveryConfig(_Section):
             raise ValueError("maxBackoffSeconds must be at least backoffSeconds")
 
 
-class WebhookConfig(_Section):
+class WebhookConfig(_Section, frozen=True, kw_only=True):
     host: str = "127.0.0.1"
     port: Annotated[int, Meta(ge=1, le=65535)] = 8787
     secret_env: EnvName = "THE_LOOP_WEBHOOK_SECRET"  # noqa: S105 (a variable NAME)
     max_body_bytes: Annotated[int, Meta(ge=1024)] = 25 * 1024 * 1024
 
 
-class EnvConfig(_Section):
+class EnvConfig(_Section, frozen=True, kw_only=True):
     file: Path | None = None
 
 
-class EventLogConfig(_Section):
+class EventLogConfig(_Section, frozen=True, kw_only=True):
     path: Path | None = None
     max_bytes: Annotated[int, Meta(ge=4096)] = 10 * 1024 * 1024
     backups: Annotated[int, Meta(ge=0)] = 5
 
 
-class SessionsConfig(_Section):
+class SessionsConfig(_Section, frozen=True, kw_only=True):
     kill_harness_on_close: bool = True
 
 
-class ServicesConfig(_Section):
+class ServicesConfig(_Section, frozen=True, kw_only=True):
     poller: bool = True
     webhook: bool = False
 
 
-class Config(_Section):
+class Config(_Section, frozen=True, kw_only=True):
     state_dir: Path | None = None
     tracker: Literal["local", "github"] = "local"
     github: GitHubConfig = msgspec.field(default_factory=GitHubConfig)

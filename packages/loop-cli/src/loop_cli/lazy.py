@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from .errors import classify
+from .errors import EXIT_USAGE, classify
 
 
 class LazyGroup(click.Group):
@@ -55,11 +55,7 @@ class LazyGroup(click.Group):
 
 
 class CliFailure(click.ClickException):
-    """An expected failure rendered as `Error: ...`, one line per problem."""
-
-    def __init__(self, message: str, exit_code: int) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
+    """An expected failure rendered as `Error: ...`, one line per problem (exit 1)."""
 
     def show(self, file: Any = None) -> None:
         for line in self.format_message().splitlines() or [""]:
@@ -78,4 +74,15 @@ class RootGroup(LazyGroup):
             code = classify(exc)
             if code is None:
                 raise
-            raise CliFailure(str(exc) or type(exc).__name__, code) from None
+            raise failure(str(exc) or type(exc).__name__, code) from None
+
+
+class CliUsageFailure(CliFailure):
+    """An expected failure of the request itself (exit 2)."""
+
+    exit_code = EXIT_USAGE
+
+
+def failure(message: str, exit_code: int) -> CliFailure:
+    """The click exception that prints `message` and exits with `exit_code`."""
+    return CliUsageFailure(message) if exit_code == EXIT_USAGE else CliFailure(message)

@@ -79,7 +79,8 @@ def cycle_summary(
     if report is None:
         return {"at": now, "result": "error", "error": error}
     data = report.as_dict()
-    errors = data.pop("errors", [])
+    data.pop("errors", None)
+    errors = report.errors
     result = "ok" if not errors else "source errors"
     summary = {"at": now, "result": result, "errors": len(errors), **data}
     if drained is not None:

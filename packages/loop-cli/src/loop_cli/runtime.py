@@ -18,17 +18,23 @@ from .config import Config, HarnessConfig, LoadedConfig
 from .errors import ConfigError
 
 if TYPE_CHECKING:
-    from loop_dispatch import Source, WorkItemRef
+    from collections.abc import Callable
+
+    from loop_dispatch import Event, HarnessAdapter, Source, WorkItemRef
+    from loop_dispatch.dispatcher import Dispatcher, Outcome
+    from loop_dispatch.drain import Drain, Settlement
     from loop_dispatch.eventlog import EventLog
     from loop_dispatch.launch import Launcher
     from loop_dispatch.store import Store
     from loop_tmux import Tmux
 
+    from .ground import Ground
+
 EVENT_SOURCE = "loop-cli"
 STATE_FILE = "state.db"  # loop_dispatch.store keeps its SQLite file under this name
 
 
-def build_adapter(harness: HarnessConfig) -> Any:
+def build_adapter(harness: HarnessConfig) -> HarnessAdapter:
     """The harness adapter the config describes (generic without argv = the demo agent)."""
     from loop_dispatch.adapters import ClaudeCodeAdapter, CodexAdapter, GenericAdapter
 
@@ -130,7 +136,7 @@ class Runtime:
         return Tmux(socket_name=self.config.routing.tmux_socket)
 
     @cached_property
-    def adapter(self) -> Any:
+    def adapter(self) -> HarnessAdapter:
         return build_adapter(self.config.harness)
 
     @cached_property
@@ -153,13 +159,18 @@ class Runtime:
             "loop-tmux": loop_tmux.__version__,
         }
 
-    def ground(self) -> Any:
+    def ground(self) -> Ground:
         """The state directory's identity now, for a daemon to watch (see ground.py)."""
         from .ground import Ground
 
         return Ground(self.state_dir, self.state_dir / STATE_FILE)
 
-    def drain(self, *, watch: Any = None, on_settled: Any = None) -> Any:
+    def drain(
+        self,
+        *,
+        watch: Callable[[], str | None] | None = None,
+        on_settled: Callable[[Settlement], None] | None = None,
+    ) -> Drain:
         """The inbox drain over this runtime's dispatcher, configured by `delivery.*`."""
         from loop_dispatch.drain import Drain, RetryPolicy
 
@@ -183,7 +194,7 @@ class Runtime:
         )
 
     @cached_property
-    def dispatcher(self) -> Any:
+    def dispatcher(self) -> Dispatcher:
         from loop_dispatch.dispatcher import Dispatcher
 
         return Dispatcher(
@@ -263,7 +274,7 @@ class _LaunchChecked:
     def __init__(self, rt: Runtime) -> None:
         self.rt = rt
 
-    def dispatch(self, event: Any) -> Any:
+    def dispatch(self, event: Event) -> Outcome:
         from loop_dispatch.dispatcher import Outcome, OutcomeKind
 
         try:

@@ -88,7 +88,7 @@ def _service_row(
 
 def session_counts(records: list[SessionRecord], fleet: Fleet) -> dict[str, Any]:
     """Registered (active) sessions by presence, from the one fleet read."""
-    counts = {"registered": 0, LIVE: 0, DEAD: 0, ABSENT: 0, UNKNOWN: 0, "closed": 0}
+    counts: dict[str, Any] = {"registered": 0, LIVE: 0, DEAD: 0, ABSENT: 0, UNKNOWN: 0, "closed": 0}
     for record in records:
         if not record.active:
             counts["closed"] += 1

@@ -10,6 +10,7 @@ its first event.
 
 from __future__ import annotations
 
+import builtins
 import getpass
 from dataclasses import dataclass
 from datetime import datetime
@@ -165,7 +166,7 @@ class LocalTracker:
             raise UsageError(f"no local item {ref}; see `the-loop item list`")
         return item
 
-    def _items(self, where: str, params: tuple) -> list[Item]:
+    def _items(self, where: str, params: tuple[Any, ...]) -> builtins.list[Item]:
         # `where` is one of this class's own constant clauses; values go in as parameters.
         sql = _ITEMS_SQL + where + " ORDER BY i.project, i.number"
         rows = self.store.query(sql, params)

@@ -14,6 +14,7 @@ Struct's `__post_init__` runs them too) and cross-key rules in `__post_init__`.
 """
 
 import math
+import operator
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -191,10 +192,10 @@ class Checker:
 
     def _bounds(self, meta: msgspec.Meta, value: Any, loc: str) -> None:
         for attr, words, ok in (
-            ("gt", "greater than", lambda v, b: v > b),
-            ("ge", "at least", lambda v, b: v >= b),
-            ("lt", "less than", lambda v, b: v < b),
-            ("le", "at most", lambda v, b: v <= b),
+            ("gt", "greater than", operator.gt),
+            ("ge", "at least", operator.ge),
+            ("lt", "less than", operator.lt),
+            ("le", "at most", operator.le),
         ):
             bound = getattr(meta, attr)
             if bound is not None and not ok(value, bound):

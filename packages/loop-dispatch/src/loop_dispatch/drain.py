@@ -66,7 +66,7 @@ class RetryPolicy:
     jitter: Callable[[], float] = _jitter
 
     def delay(self, tries: int, attempts: int) -> float:
-        step = min(self.max_backoff, self.backoff * 2 ** min(max(0, tries - 1), 30))
+        step = min(self.max_backoff, self.backoff * float(2 ** min(max(0, tries - 1), 30)))
         return step * self.jitter()
 
 

@@ -361,7 +361,7 @@ class EventLog:
         fresh: list[Record] = []
         buf = b""
         in_current = start_inode is not None and start_inode == inode and fh is not None
-        if in_current and not from_start:
+        if in_current and fh is not None and not from_start:
             fh.seek(offset)  # the usual case: no backup needs reading
             return backlog, fresh, buf, start_inode
         files = self._backups(skip=inode, until=None if from_start else start_inode)
@@ -374,7 +374,7 @@ class EventLog:
             backlog += _matching(head[:offset], match)[0]
             for data in [head[offset:], *(data for _, data in files[at + 1 :])]:
                 fresh += _matching(data + b"\n", match)[0]
-        elif in_current:
+        elif in_current and fh is not None:
             for _, data in files:
                 backlog += _matching(data + b"\n", match)[0]
             replayed, buf = _matching(fh.read(offset), match)

@@ -21,7 +21,8 @@ def loaded_config(ctx: click.Context) -> LoadedConfig:
     if "loaded" not in obj:
         obj["loaded"] = load_config(obj.get("config_path"))
         root.obj = obj
-    return obj["loaded"]
+    loaded: LoadedConfig = obj["loaded"]
+    return loaded
 
 
 def runtime(ctx: click.Context) -> Runtime:
@@ -35,7 +36,8 @@ def runtime(ctx: click.Context) -> Runtime:
         obj["runtime"] = rt
         root.obj = obj
         root.call_on_close(rt.close)
-    return obj["runtime"]
+    rt_: Runtime = obj["runtime"]
+    return rt_
 
 
 def parse_ref(text: str) -> Any:

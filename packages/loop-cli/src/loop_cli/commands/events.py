@@ -3,10 +3,20 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime
+from typing import Any, TypedDict
 
 import click
 
 from ._common import echo_json, loaded_config, parse_ref
+
+
+class _Filters(TypedDict):
+    types_glob: str | None
+    work_item: str | None
+    delivery_id: str | None
+    level: str | None
+    since: datetime | None
 
 
 @click.command()
@@ -40,7 +50,7 @@ def events(
     from ..runtime import open_event_log
 
     log = open_event_log(loaded_config(ctx).config)
-    filters = {
+    filters: _Filters = {
         "types_glob": type_glob,
         "work_item": str(parse_ref(work_item)) if work_item else None,
         "delivery_id": delivery_id,
@@ -53,7 +63,7 @@ def events(
         echo_json(log.read(limit=limit, **filters))
         return
 
-    def out(rec: dict) -> None:
+    def out(rec: dict[str, Any]) -> None:
         if fmt == "jsonl":
             click.echo(json.dumps(rec, ensure_ascii=False, separators=(",", ":")))
         else:

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from ._common import echo_json, parse_ref, runtime, table
+
+if TYPE_CHECKING:
+    from ..tracker import LocalTracker
 
 
 @click.group()
@@ -12,7 +17,7 @@ def item() -> None:
     """Work items of the built-in local tracker (refs look like local:PROJECT#N)."""
 
 
-def _tracker(ctx: click.Context):
+def _tracker(ctx: click.Context) -> LocalTracker:
     from ..tracker import LocalTracker
 
     return LocalTracker(runtime(ctx).store)
@@ -24,7 +29,9 @@ def _tracker(ctx: click.Context):
 @click.option("--project", default=None, help="Project name (default: loop).")
 @click.option("--author", default=None, help="Who opens it (default: your login).")
 @click.pass_context
-def open_(ctx: click.Context, title: str, body: str, project: str | None, author: str | None):
+def open_(
+    ctx: click.Context, title: str, body: str, project: str | None, author: str | None
+) -> None:
     """Open an item; prints its ref. The opening is its first event."""
     from ..tracker import DEFAULT_PROJECT
 

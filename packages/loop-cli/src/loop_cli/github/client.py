@@ -168,11 +168,12 @@ class GitHubClient:
             except httpx.HTTPError as exc:
                 failure = TransientError(f"GitHub GET {path}: {type(exc).__name__}")
             else:
-                failure = self._judge(response, path)
-                if failure is None:
+                judged = self._judge(response, path)
+                if judged is None:
                     return response
-                if isinstance(failure, PermanentError):
-                    raise failure
+                if isinstance(judged, PermanentError):
+                    raise judged
+                failure = judged
             if attempt > self._retries:
                 raise failure
             if isinstance(failure, RateLimited):

@@ -79,4 +79,4 @@ def blocked_until(status: int, headers: Mapping[str, str], now: float) -> float 
 
 def backoff_delay(attempt: int, *, base: float = 0.5, cap: float = 8.0) -> float:
     """Exponential delay before retry `attempt` (1-based) of a transient failure."""
-    return min(cap, base * (2 ** max(0, attempt - 1)))
+    return min(cap, base * float(2 ** max(0, attempt - 1)))
