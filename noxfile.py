@@ -75,12 +75,27 @@ def _install_all(session: nox.Session, extra: str = "") -> None:
     session.install(*paths)
 
 
+# Pinned so every machine gives the same verdict (docs/architecture.md, "Enforced").
+LINT_TOOLS = [
+    "ruff==0.17.6",
+    "mypy==2.4.1",
+    "types-PyYAML==6.0.12.20261122",
+    "types-psutil==7.2.2.20261111",
+    "import-linter==2.17",
+]
+
+
 @nox.session(python=None)
 def lint(session: nox.Session) -> None:
-    """ruff check and ruff format --check over the whole tree (pinned: same verdict everywhere)."""
-    session.install("ruff==0.17.6")
+    """ruff check, ruff format --check, mypy --strict over every package's sources, and
+    the layering contracts (lint-imports); the settings live in the root pyproject.toml."""
+    session.install(*LINT_TOOLS, "pytest>=8", *_local(*PACKAGES))
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
+    session.run("mypy")
+    session.run("lint-imports")
+    # The checkers themselves, shown failing on a copy of the tree with one breach each.
+    session.run("pytest", str(ROOT / "tests-lint"), "-q")
 
 
 @nox.session(python=PYTHONS)

@@ -65,11 +65,11 @@ def build(root: Path, socket: str, n: int):
 
 def time_restart(rt, env_file: Path) -> float:
     from loop_cli.rotation.launcher import require_env_file
-    from loop_cli.rotation.restart import deps_from_runtime, restart_sessions, select
+    from loop_cli.rotation.restart import restart_sessions, select
 
     env_file.write_text(f"API_TOKEN=rotated-{uuid.uuid4().hex}\n")
     started = time.perf_counter()
-    rows = restart_sessions(select(True, []), require_env_file(rt.config), deps_from_runtime(rt))
+    rows = restart_sessions(select(True, []), require_env_file(rt.config), rt.restart_deps())
     elapsed = time.perf_counter() - started
     bad = [r for r in rows if r.outcome.value != "restarted"]
     assert not bad, bad[:3]

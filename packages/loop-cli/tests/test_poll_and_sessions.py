@@ -352,7 +352,6 @@ def test_survival_seconds_reaches_the_dispatcher_and_sessions_restart(
     write_config, tmux_socket, isolated
 ):
     from loop_cli.config import load_config
-    from loop_cli.rotation.restart import deps_from_runtime
     from loop_cli.runtime import Runtime
 
     env_file = isolated / "agent.env"
@@ -367,7 +366,7 @@ def test_survival_seconds_reaches_the_dispatcher_and_sessions_restart(
     rt = Runtime(load_config(None))
     try:
         assert rt.dispatcher.survival_delay == 4.0
-        assert deps_from_runtime(rt).survival_delay == 4.0
+        assert rt.restart_deps().survival_delay == 4.0
     finally:
         rt.close()
 

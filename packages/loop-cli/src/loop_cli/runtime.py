@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 from . import __version__
 from .config import Config, HarnessConfig, LoadedConfig
-from .errors import ConfigError
+from .errors import ConfigError, UsageError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from loop_dispatch import Event, HarnessAdapter, Source, WorkItemRef
+    from loop_dispatch import Event, HarnessAdapter, SessionRecord, Source, WorkItemRef
     from loop_dispatch.dispatcher import Dispatcher, Outcome
     from loop_dispatch.drain import Drain, Settlement
     from loop_dispatch.eventlog import EventLog
@@ -29,8 +29,10 @@ if TYPE_CHECKING:
     from loop_tmux import Tmux
 
     from .ground import Ground
+    from .rotation.restart import RestartDeps
 
 EVENT_SOURCE = "loop-cli"
+RESTART_LOCK_TIMEOUT = 10.0  # sessions restart waits this long for a busy item
 STATE_FILE = "state.db"  # loop_dispatch.store keeps its SQLite file under this name
 
 
@@ -249,6 +251,35 @@ class Runtime:
         problem = harness_problem(os.path.expanduser(program), declared, shutil.which)
         if problem is not None:
             raise ConfigError([f"{where}: {key}: {problem}"])
+
+    def restart_deps(self, **overrides: Any) -> RestartDeps:
+        """`sessions restart`'s collaborators: the config's adapter, tmux, registry, event
+        log and per-item locks, and the env-file launcher (refused when none is set)."""
+        from loop_dispatch.lock import item_lock
+
+        from .rotation.launcher import EnvFileLauncher
+        from .rotation.restart import AdapterLike, RestartDeps
+
+        launcher = self.launcher
+        if not isinstance(launcher, EnvFileLauncher):  # require_env_file refuses before this
+            raise UsageError("no env file configured (key env.file)")
+        adapter = self.adapter
+
+        def adapter_for(record: SessionRecord) -> AdapterLike | None:
+            # A conversation is resumed only by the harness that started it.
+            return adapter if adapter.name == record.harness else None
+
+        values: dict[str, Any] = {
+            "registry": self.store.registry,
+            "tmux": self.tmux,
+            "launcher": launcher,
+            "adapter_for": adapter_for,
+            "events": self.event_log,
+            "lock": lambda ref: item_lock(self.lock_dir, ref, timeout=RESTART_LOCK_TIMEOUT),
+            "survival_delay": self.config.harness.survival_seconds,
+        }
+        values.update(overrides)
+        return RestartDeps(**values)
 
     def source(self) -> Source:
         """The configured source, built once per process: it keeps HTTP connections."""

@@ -7,12 +7,9 @@ so the same delivery can be retried.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
-from .store import utcnow_iso
-
-if TYPE_CHECKING:
-    from .store import Store
+from .tables import Database, utcnow_iso
 
 __all__ = ["Deliveries", "KeptState"]
 
@@ -20,7 +17,7 @@ KeptState = Literal["processed", "skipped"]
 
 
 class Deliveries:
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Database) -> None:
         self._store = store
 
     def claim(self, delivery_id: str, *, reclaim_in_flight: bool = False) -> bool:

@@ -33,7 +33,7 @@ from .model import Event
 if TYPE_CHECKING:
     import sqlite3
 
-    from .store import Store
+    from .tables import Database
 
 __all__ = [
     "OPEN_STATES",
@@ -233,7 +233,7 @@ class Retry:
 class Inbox:
     """The inbox table of a Store. Every method is one transaction."""
 
-    def __init__(self, store: Store, *, clock: Clock = _utcnow) -> None:
+    def __init__(self, store: Database, *, clock: Clock = _utcnow) -> None:
         self._store = store
         self._clock = clock
 

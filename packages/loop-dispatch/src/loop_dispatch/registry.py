@@ -14,13 +14,10 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from .model import RefError, WorkItemRef
-from .store import StoreError, utcnow_iso
-
-if TYPE_CHECKING:
-    from .store import Store
+from .tables import Database, StoreError, utcnow_iso
 
 __all__ = ["Registry", "SessionRecord", "SessionStatus", "SpawnRecord"]
 
@@ -81,7 +78,7 @@ def slug_owner(slug: str) -> WorkItemRef | None:
 class Registry:
     """Registry operations over a Store; each change is one transaction."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Database) -> None:
         self._store = store
 
     def _row_to_record(

@@ -14,11 +14,10 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import DispatchError
+from .tables import StoreError, utcnow_iso
 
 if TYPE_CHECKING:
     from .deliveries import Deliveries
@@ -132,23 +131,6 @@ CORE_MIGRATIONS: list[str] = [
     CREATE INDEX spawn_tokens_by_item ON spawn_tokens (work_item);
     """,
 ]
-
-
-class StoreError(DispatchError):
-    """The state file cannot be used: corrupt, not SQLite, newer schema, unwritable.
-
-    `str(err)` is one line naming the file and what is wrong.
-    """
-
-    def __init__(self, path: Path, reason: str) -> None:
-        super().__init__(f"state store {path}: {reason}")
-        self.path = path
-        self.reason = reason
-
-
-def utcnow_iso() -> str:
-    """Timestamps are stored as ISO-8601 UTC text: sortable and readable by hand."""
-    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
 
 
 def _is_busy(exc: sqlite3.OperationalError) -> bool:

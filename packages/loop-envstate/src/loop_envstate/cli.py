@@ -14,25 +14,21 @@ import os
 import sys
 
 from loop_envstate.envfile import EnvFileError, display_path, parse, read_values
-from loop_envstate.errors import EnvstateError
 from loop_envstate.launcher import LaunchError, exec_program, layered, parse_set
+from loop_envstate.usage import (
+    EXIT_DRIFT,
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    NEEDS_COMMAND,
+    PROG,
+    UsageError,
+)
 
 TYPE_CHECKING = False  # not typing's: importing typing costs ~7 ms at start-up
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
-
-
-PROG = "loop-envstate"
-EXIT_OK = 0
-EXIT_DRIFT = 1
-EXIT_FAILED = 1  # output could not be delivered
-EXIT_USAGE = 2
-NEEDS_COMMAND = f"{PROG} exec: give the command after '--': exec FILE -- CMD [ARG...]"
-
-
-class UsageError(EnvstateError):
-    """Bad command line: one line on stderr, exit 2."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:

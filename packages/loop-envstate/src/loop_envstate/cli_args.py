@@ -11,7 +11,7 @@ import argparse
 from collections.abc import Sequence
 from typing import NoReturn
 
-from loop_envstate.cli import EXIT_OK, NEEDS_COMMAND, PROG, UsageError
+from loop_envstate.usage import EXIT_OK, NEEDS_COMMAND, PROG, UsageError
 
 
 class Finished(Exception):

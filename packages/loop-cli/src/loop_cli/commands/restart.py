@@ -62,7 +62,7 @@ def restart(
     its cwd; exit 1 when any relaunch failed or still holds an old value.
     """
     from ..rotation.launcher import require_env_file
-    from ..rotation.restart import deps_from_runtime, exit_code, restart_sessions, select
+    from ..rotation.restart import exit_code, restart_sessions, select
 
     selection = select(all_, list(refs))
     rt = runtime(ctx)
@@ -74,7 +74,7 @@ def restart(
             "the valid names are used",
             err=True,
         )
-    rows = restart_sessions(selection, env, deps_from_runtime(rt), dry_run=dry_run, force=force)
+    rows = restart_sessions(selection, env, rt.restart_deps(), dry_run=dry_run, force=force)
     code = exit_code(rows)
     if fmt == "json":
         echo_json(as_json(rows, env, dry_run, force, code))

@@ -33,7 +33,6 @@ if TYPE_CHECKING:
     from loop_envstate import EnvFile
     from loop_tmux import Pane, RespawnResult
 
-    from ..runtime import Runtime
     from .launcher import EnvFileLauncher
 
 EVENT_SOURCE = "sessions.restart"
@@ -489,35 +488,3 @@ def restart_sessions(
                 _emit(deps, row, "error", [n.name for n in row.stale])
         rows.append(row)
     return rows
-
-
-LOCK_TIMEOUT = 10.0
-
-
-def deps_from_runtime(rt: Runtime, **overrides: Any) -> RestartDeps:
-    """Restart's collaborators from a command's runtime (the config's adapter, tmux,
-    registry, event log and per-item locks; the env-file launcher)."""
-    from loop_dispatch.lock import item_lock
-
-    from .launcher import EnvFileLauncher
-
-    launcher = rt.launcher
-    if not isinstance(launcher, EnvFileLauncher):  # require_env_file refuses before this
-        raise UsageError("no env file configured (key env.file)")
-    adapter = rt.adapter
-
-    def adapter_for(record: SessionRecord) -> AdapterLike | None:
-        # A conversation is resumed only by the harness that started it.
-        return adapter if getattr(adapter, "name", None) == record.harness else None
-
-    values: dict[str, Any] = {
-        "registry": rt.store.registry,
-        "tmux": rt.tmux,
-        "launcher": launcher,
-        "adapter_for": adapter_for,
-        "events": rt.event_log,
-        "lock": lambda ref: item_lock(rt.lock_dir, ref, timeout=LOCK_TIMEOUT),
-        "survival_delay": rt.config.harness.survival_seconds,
-    }
-    values.update(overrides)
-    return RestartDeps(**values)
