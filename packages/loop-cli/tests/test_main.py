@@ -25,12 +25,58 @@ def _imported_after(args: list[str]) -> set[str]:
     return set(out.stdout.split())
 
 
+def _entry_imports(args: list[str]) -> tuple[str, set[str]]:
+    """What the console script's entry point prints and imports for `args`."""
+    code = (
+        "import sys\nfrom loop_cli.entry import main\n"
+        f"sys.argv = ['the-loop', *{args!r}]\nmain()\n"
+        "sys.stderr.write('\\n'.join(sorted(sys.modules)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return out.stdout, set(out.stderr.split())
+
+
+@pytest.mark.parametrize("args", [["--version"], ["--help"], ["-h"]])
+def test_entry_point_answers_version_and_help_without_click(args: list[str]) -> None:
+    printed, mods = _entry_imports(args)
+    assert "click" not in mods
+    assert not any(m.startswith(("loop_dispatch", "loop_tmux", "yaml", "msgspec")) for m in mods)
+    if args == ["--version"]:
+        assert printed == f"the-loop {__version__}\n"
+    else:
+        assert printed.startswith("Usage: the-loop [OPTIONS] COMMAND [ARGS]...")
+        for name in COMMANDS:
+            assert f"  {name} " in printed
+
+
+@pytest.mark.parametrize("width", [50, 60, 78, 100, 200])
+def test_entry_help_is_clicks_help_at_every_width(width: int) -> None:
+    from loop_cli.entry import root_help
+    from loop_cli.main import cli
+
+    ctx = click.Context(
+        cli, info_name="the-loop", terminal_width=width, help_option_names=["-h", "--help"]
+    )
+    assert root_help(width) == cli.get_help(ctx) + "\n"
+
+
+def test_entry_point_hands_commands_to_click(run_cli) -> None:
+    code = (
+        "import sys\nfrom loop_cli.entry import main\n"
+        "sys.argv = ['the-loop', 'frobnicate']\nmain()\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 2
+    assert "No such command" in out.stderr
+
+
 @pytest.mark.parametrize("args", [["--version"], ["--help"]])
 def test_fast_paths_import_nothing_heavy(args: list[str]) -> None:
     mods = _imported_after(args)
     for heavy in (
         "yaml",
         "pydantic",
+        "msgspec",
         "sqlite3",
         "loop_dispatch",
         "loop_tmux",
@@ -46,7 +92,21 @@ def test_status_imports_only_what_it_uses(tmp_path) -> None:
     config.write_text(f"stateDir: {tmp_path / 'state'}\nrouting: {{tmuxSocket: loop-test-none}}\n")
     mods = _imported_after(["--config", str(config), "status"])
     assert "yaml" in mods  # it did read the file
-    for unused in ("httpx", "starlette", "uvicorn", "slack_sdk", "loop_cli.github"):
+    for unused in (
+        "httpx",
+        "starlette",
+        "uvicorn",
+        "slack_sdk",
+        "loop_cli.github",
+        "pydantic",  # no validation library but the config's own (msgspec)
+        "pydantic_core",
+        "jsonschema",
+        "attrs",
+        "platformdirs",
+        "loop_cli.rotation.restart",
+        "loop_dispatch.dispatcher",
+        "loop_dispatch.drain",
+    ):
         assert unused not in mods, f"status imported {unused}"
 
 

@@ -31,7 +31,10 @@ def record(n: int) -> SessionRecord:
 def test_table_by_place_and_distinct_values():
     env = parse_text("TOKEN=new\nREGION=eu\n", "/x/app.env")
     records = [record(n) for n in range(1, 6)]
-    panes = [Pane(r.tmux_name, f"%{i}", 100 + i, False, "x") for i, r in enumerate(records)]
+    panes = [
+        Pane(session=r.tmux_name, pane_id=f"%{i}", pid=100 + i, dead=False, command="x")
+        for i, r in enumerate(records)
+    ]
     held = {
         100: {"TOKEN": "new", "REGION": "eu"},
         101: {"TOKEN": "old", "REGION": "eu"},

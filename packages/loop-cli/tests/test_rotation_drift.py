@@ -58,12 +58,14 @@ def test_missing_name_has_no_process_fingerprint():
 def test_fleet_counts_and_line():
     records = [record(n) for n in range(1, 7)]
     panes = [
-        Pane(records[0].tmux_name, "%1", 101, False, "x"),
-        Pane(records[1].tmux_name, "%2", 102, False, "x"),
-        Pane(records[2].tmux_name, "%3", 103, False, "x"),
-        Pane(records[3].tmux_name, "%4", 104, False, "x"),
-        Pane(records[4].tmux_name, "%5", 105, True, "x"),  # dead pane: not running
-        Pane("someone-else", "%9", 109, False, "x"),
+        Pane(session=records[0].tmux_name, pane_id="%1", pid=101, dead=False, command="x"),
+        Pane(session=records[1].tmux_name, pane_id="%2", pid=102, dead=False, command="x"),
+        Pane(session=records[2].tmux_name, pane_id="%3", pid=103, dead=False, command="x"),
+        Pane(session=records[3].tmux_name, pane_id="%4", pid=104, dead=False, command="x"),
+        Pane(
+            session=records[4].tmux_name, pane_id="%5", pid=105, dead=True, command="x"
+        ),  # dead pane: not running
+        Pane(session="someone-else", pane_id="%9", pid=109, dead=False, command="x"),
     ]
     held = {101: {"TOKEN": "old", "REGION": "eu"}, 102: {"TOKEN": "old"}, 103: dict(FILE)}
     env = parse_text("TOKEN=new\nREGION=eu\n", "/x/app.env")
@@ -85,7 +87,7 @@ def test_fleet_counts_and_line():
 
 def test_unreadable_only_never_produces_a_line():
     env = parse_text("TOKEN=new\n", "/x/app.env")
-    panes = [Pane(record(1).tmux_name, "%1", 5, False, "x")]
+    panes = [Pane(session=record(1).tmux_name, pane_id="%1", pid=5, dead=False, command="x")]
     report = environment_drift([record(1)], env, panes, reader=lambda pid: None)
     assert report.counts["unreadable"] == 1
     assert drift_line(report) is None
@@ -112,7 +114,13 @@ def test_status_block_reports_stale_sessions_from_the_fleet_read(tmp_path):
     (tmp_path / "app.env").write_text("LOOP_ROTATION_TEST_TOKEN=not-in-this-process\n")
     cfg = parse_config("env:\n  file: app.env\n", tmp_path / "c.yaml")
     rec = record(1)
-    fleet = Fleet({rec.tmux_name: [Pane(rec.tmux_name, "%1", os.getpid(), False, "py")]})
+    fleet = Fleet(
+        {
+            rec.tmux_name: [
+                Pane(session=rec.tmux_name, pane_id="%1", pid=os.getpid(), dead=False, command="py")
+            ]
+        }
+    )
 
     block = status_block(cfg, [rec], fleet)
 

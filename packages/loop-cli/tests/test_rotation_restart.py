@@ -87,18 +87,18 @@ class FakeTmux:
         if self.silent_after_respawn and self.respawned:
             raise TmuxUnavailable("tmux did not answer within 3s")
         return [
-            Pane(name, f"%{pid}", pid, dead, "python")
+            Pane(session=name, pane_id=f"%{pid}", pid=pid, dead=dead, command="python")
             for name, (pid, dead) in self.sessions.items()
         ]
 
     def respawn(self, name, argv, cwd, env=None):
         self.respawned.append((name, list(argv), str(cwd), dict(env or {})))
         if name in self.refuse:
-            return RespawnResult(False, "can't find pane: " + name)
+            return RespawnResult(ok=False, error="can't find pane: " + name)
         pid = next(self.pids)
         self.envs[pid] = self.env_after_respawn.get(name, self.next_env)
         self.sessions[name] = (pid, name in self.die_on_respawn)
-        return RespawnResult(True)
+        return RespawnResult(ok=True)
 
     def survivors(self, names, delay=1.0):
         names = list(names)

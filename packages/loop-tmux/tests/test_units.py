@@ -152,8 +152,8 @@ def test_result_values_are_the_contract_strings() -> None:
         "occupied-unclearable",
         "failed",
     ]
-    assert SpawnResult(SpawnOutcome.SPAWNED).ok
-    assert not SpawnResult(SpawnOutcome.FAILED, "x").ok
+    assert SpawnResult(outcome=SpawnOutcome.SPAWNED).ok
+    assert not SpawnResult(outcome=SpawnOutcome.FAILED, error="x").ok
     assert {p.name for p in Presence} == {"ABSENT", "DEAD", "LIVE", "UNKNOWN"}
 
 

@@ -1,33 +1,22 @@
-"""Entry point of `the-loop`: the root group, its options and the lazy command table."""
+"""The click root group of `the-loop`: its options and the lazy command table.
+
+The console script is `loop_cli.entry:main`, which answers `--version` and `--help`
+without importing click and hands everything else to `main` here.
+"""
 
 from __future__ import annotations
 
 import click
 
 from . import __version__
+from .command_table import COMMANDS, CONFIG_HELP, ROOT_HELP
 from .lazy import RootGroup
-
-# name -> ("module:attr", short help). Modules are imported only when their command runs.
-COMMANDS: dict[str, tuple[str, str]] = {
-    "config": ("loop_cli.commands.config_cmd:config", "Validate and show the effective config."),
-    "status": ("loop_cli.commands.status:status", "Services, sessions and the last poll cycle."),
-    "sessions": (
-        "loop_cli.commands.sessions:sessions",
-        "List, start, stop, reset, attach, restart.",
-    ),
-    "item": ("loop_cli.commands.item:item", "Work items of the built-in local tracker."),
-    "poll": ("loop_cli.commands.poll:poll", "Run the poller (forever, or --once)."),
-    "events": ("loop_cli.commands.events:events", "Read and follow the event log."),
-    "inbox": ("loop_cli.commands.inbox:inbox", "Accepted events not yet delivered: list, retry."),
-    "demo": ("loop_cli.commands.demo:demo", "Watch the whole loop run once, on a private tmux."),
-    "gh-webhook": ("loop_cli.commands.webhook:gh_webhook", "The GitHub webhook receiver."),
-    "env": ("loop_cli.commands.env:env", "Where environment values live (env doctor)."),
-}
 
 
 @click.group(
     cls=RootGroup,
     lazy=COMMANDS,
+    help=ROOT_HELP,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 @click.option(
@@ -35,7 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "config_path",
     type=click.Path(dir_okay=False, path_type=str),
     default=None,
-    help="Config file (else $THE_LOOP_CONFIG, ./.the-loop/config.yaml, the user config dir).",
+    help=CONFIG_HELP,
 )
 @click.version_option(
     __version__, "--version", prog_name="the-loop", message="%(prog)s %(version)s"

@@ -355,7 +355,7 @@ class Tmux:
     def _spawned(answer: runner.Answer, cleared: bool) -> SpawnResult:
         first = answer.stdout.split()
         pid = int(first[0]) if first and first[0].isdigit() else None
-        return SpawnResult(SpawnOutcome.SPAWNED, None, cleared=cleared, pid=pid)
+        return SpawnResult(outcome=SpawnOutcome.SPAWNED, error=None, cleared=cleared, pid=pid)
 
     def _clear_for_spawn(self, name: str) -> SpawnResult | None:
         """Clear a DEAD occupant; None when cleared, else the result to return."""
@@ -363,10 +363,10 @@ class Tmux:
         if after is Presence.ABSENT:
             return None
         if after is Presence.LIVE:
-            return SpawnResult(SpawnOutcome.OCCUPIED_LIVE, f"session {name} is live")
+            return SpawnResult(outcome=SpawnOutcome.OCCUPIED_LIVE, error=f"session {name} is live")
         return SpawnResult(
-            SpawnOutcome.OCCUPIED_UNCLEARABLE,
-            f"session {name} could not be cleared (probe after kill: {after.value}"
+            outcome=SpawnOutcome.OCCUPIED_UNCLEARABLE,
+            error=f"session {name} could not be cleared (probe after kill: {after.value}"
             + (f"; {why})" if why else ")"),
         )
 
@@ -397,14 +397,16 @@ class Tmux:
         directory = os.fspath(cwd)
         flags = self._env_flags(env, "new-session")
         if not Path(directory).is_dir():
-            return SpawnResult(SpawnOutcome.FAILED, f"working directory {directory} does not exist")
+            return SpawnResult(
+                outcome=SpawnOutcome.FAILED, error=f"working directory {directory} does not exist"
+            )
 
         presence, why = self._probe(name)
         if presence is Presence.UNKNOWN:
             reason = f"pre-flight probe of {name} got no usable answer ({why}); nothing killed"
-            return SpawnResult(SpawnOutcome.FAILED, reason, answered=False)
+            return SpawnResult(outcome=SpawnOutcome.FAILED, error=reason, answered=False)
         if presence is Presence.LIVE:
-            return SpawnResult(SpawnOutcome.OCCUPIED_LIVE, f"session {name} is live")
+            return SpawnResult(outcome=SpawnOutcome.OCCUPIED_LIVE, error=f"session {name} is live")
         cleared = False
         if presence is Presence.DEAD:
             refusal = self._clear_for_spawn(name)
@@ -417,28 +419,30 @@ class Tmux:
             return self._spawned(answer, cleared)
         if not answer.answered:
             return SpawnResult(
-                SpawnOutcome.FAILED,
-                f"{answer.error} (new-session: tmux may still carry it out when it resumes)",
+                outcome=SpawnOutcome.FAILED,
+                error=f"{answer.error} (new-session: tmux may still carry it out when it resumes)",
                 answered=False,
             )
         duplicate = "duplicate session" in answer.stderr
         if not duplicate and not runner.is_transient(answer):
-            return SpawnResult(SpawnOutcome.FAILED, answer.error)
+            return SpawnResult(outcome=SpawnOutcome.FAILED, error=answer.error)
 
         # Either the pre-flight missed an occupant (duplicate session), or new-session
         # reached a server that was exiting after its last session went (its sessions
         # went with it). Decide once from a fresh probe; retry at most once.
         presence, why = self._probe(name)
         if presence is Presence.LIVE:
-            return SpawnResult(SpawnOutcome.OCCUPIED_LIVE, f"session {name} is live")
+            return SpawnResult(outcome=SpawnOutcome.OCCUPIED_LIVE, error=f"session {name} is live")
         if presence is Presence.UNKNOWN:
             if not duplicate:
                 return SpawnResult(
-                    SpawnOutcome.FAILED, f"{answer.error}; re-probe: {why}", answered=False
+                    outcome=SpawnOutcome.FAILED,
+                    error=f"{answer.error}; re-probe: {why}",
+                    answered=False,
                 )
             return SpawnResult(
-                SpawnOutcome.OCCUPIED_UNCLEARABLE,
-                f"duplicate session {name}, and the re-probe got no usable answer ({why})",
+                outcome=SpawnOutcome.OCCUPIED_UNCLEARABLE,
+                error=f"duplicate session {name}, and the re-probe got no usable answer ({why})",
             )
         if presence is Presence.DEAD:
             refusal = self._clear_for_spawn(name)
@@ -450,10 +454,10 @@ class Tmux:
             return self._spawned(retry, cleared)
         if "duplicate session" in retry.stderr:
             return SpawnResult(
-                SpawnOutcome.OCCUPIED_UNCLEARABLE,
-                f"duplicate session {name} again after one clear-and-retry",
+                outcome=SpawnOutcome.OCCUPIED_UNCLEARABLE,
+                error=f"duplicate session {name} again after one clear-and-retry",
             )
-        return SpawnResult(SpawnOutcome.FAILED, retry.error)
+        return SpawnResult(outcome=SpawnOutcome.FAILED, error=retry.error)
 
     def respawn(
         self,
@@ -472,7 +476,7 @@ class Tmux:
         directory = os.fspath(cwd)
         flags = self._env_flags(env, "respawn-pane")
         if not Path(directory).is_dir():
-            return RespawnResult(False, f"working directory {directory} does not exist")
+            return RespawnResult(ok=False, error=f"working directory {directory} does not exist")
         answer = self._run(
             commands.chain(
                 [
@@ -489,11 +493,13 @@ class Tmux:
             )
         )
         if answer.ok:
-            return RespawnResult(True)
+            return RespawnResult(ok=True)
         if not answer.answered:
             late = f"{answer.error} (respawn-pane: tmux may still carry it out when it resumes)"
-            return RespawnResult(False, late)
-        return RespawnResult(False, answer.error, session_missing=runner.says_absent(answer))
+            return RespawnResult(ok=False, error=late)
+        return RespawnResult(
+            ok=False, error=answer.error, session_missing=runner.says_absent(answer)
+        )
 
     def deliver(self, name: str, text: str, *, timeout: float | None = None) -> DeliverResult:
         """Paste ``text`` as a bracketed paste into the session's pane, then press Enter.
@@ -533,15 +539,17 @@ class Tmux:
         answer = self._run(commands.chain(*parts), timeout, stdin=data)
         if answer.ok:
             if _DEAD_MARK in answer.stdout:
-                return DeliverResult(False, True, f"session {name} is dead")
-            return DeliverResult(True)
+                return DeliverResult(
+                    ok=False, session_missing=True, error=f"session {name} is dead"
+                )
+            return DeliverResult(ok=True)
         if answer.answered:
             # A buffer may be left loaded if the session vanished mid-command.
             for leftover in buffers:
                 self._run(["delete-buffer", "-b", leftover], self.probe_timeout)
         if runner.says_absent(answer):
-            return DeliverResult(False, True, answer.error)
-        return DeliverResult(False, False, answer.error)
+            return DeliverResult(ok=False, session_missing=True, error=answer.error)
+        return DeliverResult(ok=False, session_missing=False, error=answer.error)
 
     def terminate(self, name: str, grace: float = 5.0) -> bool:
         """SIGTERM the pane's live programs, SIGKILL what outlives ``grace``; keep the pane.

@@ -1,4 +1,9 @@
-"""Result values of the Tmux client's actions: plain data, no behaviour."""
+"""Result values of the Tmux client's actions: plain data, no behaviour.
+
+Keyword-only, so a call site names every field it sets and a reordering cannot
+swap two of them silently; the shared fields come in one order (ok, session_missing,
+error).
+"""
 
 from __future__ import annotations
 
@@ -15,7 +20,7 @@ class SpawnOutcome(str, Enum):
     FAILED = "failed"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SpawnResult:
     """spawn's answer; ``error`` carries tmux's own text or the reason, never a value."""
 
@@ -32,16 +37,16 @@ class SpawnResult:
         return self.outcome is SpawnOutcome.SPAWNED
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RespawnResult:
     """respawn's answer. ``session_missing`` only when tmux said the session is gone."""
 
     ok: bool
-    error: str | None = None
     session_missing: bool = False
+    error: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DeliverResult:
     """deliver's answer.
 
@@ -54,7 +59,7 @@ class DeliverResult:
     error: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Pane:
     """One pane of the server, as one line of ``list-panes -a`` describes it."""
 
