@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from .lock import LockTimeout, LockUnavailable, item_lock
     from .poll import run_poll_cycle
     from .registry import SessionRecord
+    from .relaunch import Relaunch, Relauncher, RelaunchResult
     from .store import Store, StoreError
 
 __version__ = "0.1.0"
@@ -63,6 +64,9 @@ _LAZY = {
     "LockUnavailable": "lock",
     "run_poll_cycle": "poll",
     "SessionRecord": "registry",
+    "Relaunch": "relaunch",
+    "RelaunchResult": "relaunch",
+    "Relauncher": "relaunch",
     "Store": "store",
     "StoreError": "store",
 }
@@ -102,6 +106,9 @@ __all__ = [
     "OutcomeKind",
     "PollBatch",
     "RefError",
+    "Relaunch",
+    "RelaunchResult",
+    "Relauncher",
     "ResumeUnsupported",
     "RetryPolicy",
     "SessionRecord",

@@ -44,9 +44,10 @@ from .adapters import HarnessAdapter, new_conversation_id
 from .eventlog import EventLog
 from .framing import frame, spawn_prompt
 from .launch import Launcher, default_launcher
-from .lock import LockTimeout, LockUnavailable, item_lock
+from .lock import LockTimeout, LockUnavailable
 from .model import Event, EventKind, WorkItemRef
 from .registry import SessionRecord
+from .relaunch import Relauncher, resume_refusal
 from .store import Store, StoreError
 
 __all__ = ["TRANSIENT_REASONS", "Dispatcher", "Outcome", "OutcomeKind"]
@@ -141,6 +142,16 @@ class Dispatcher:
         self.terminate_grace = terminate_grace
         self.lock_timeout = lock_timeout
         self.kill_harness_on_close = kill_harness_on_close
+        # Lock, resume argv, spawn under a token, survival check, record: the steps env
+        # rotation's relaunch takes too (relaunch.py).
+        self.relauncher = Relauncher.with_item_locks(
+            lock_dir=self.lock_dir,
+            lock_timeout=lock_timeout,
+            registry=store.registry,
+            tmux=tmux,
+            launcher=launcher,
+            survival_delay=survival_delay,
+        )
 
     # -- entry points ----------------------------------------------------------------
 
@@ -151,7 +162,7 @@ class Dispatcher:
         (`item_locked`): nothing was claimed or done.
         """
         try:
-            with item_lock(self.lock_dir, event.work_item, self.lock_timeout):
+            with self.relauncher.lock(event.work_item):
                 return self._dispatch_locked(event)
         except LockTimeout as exc:
             outcome = _failed("item_locked", _one_line(str(exc)))
@@ -209,7 +220,7 @@ class Dispatcher:
         then meets it as a live occupant carrying this item's spawn token and adopts it.
         """
         try:
-            with item_lock(self.lock_dir, ref, self.lock_timeout):
+            with self.relauncher.lock(ref):
                 return self._close(ref, delivery_id)
         except LockUnavailable as exc:
             return _failed("lock_unavailable", _one_line(str(exc)))
@@ -362,14 +373,7 @@ class Dispatcher:
         self, record: SessionRecord, harness_argv: list[str], conversation: str | None = None
     ) -> SpawnResult:
         """Spawn under a fresh token, recorded in the store before tmux is asked."""
-        spec = self.launcher(record, harness_argv)
-        token = self.store.registry.issue_token(
-            record.work_item,
-            harness=record.harness,
-            conversation_id=conversation or record.conversation_id,
-            cwd=record.cwd,
-        )
-        return self.tmux.spawn(record.tmux_name, spec.argv, str(record.cwd), spec.env, token=token)
+        return self.relauncher.spawn(record, harness_argv, conversation)
 
     # -- 3./4. deliver into an active session ------------------------------------------------
 
@@ -418,10 +422,9 @@ class Dispatcher:
 
     def _respawn(self, record: SessionRecord, event: Event, presence: Presence) -> Outcome:
         prompt, cut = spawn_prompt(event)
-        if not self.adapter.can_resume:
-            self._resume_failed(event, record, "adapter_cannot_resume")
-        elif not record.conversation_id:
-            self._resume_failed(event, record, "no_recorded_conversation")
+        refusal = resume_refusal(self.adapter, record)
+        if refusal is not None:
+            self._resume_failed(event, record, refusal)
         else:
             outcome = self._respawn_resume(record, event, prompt, cut, presence)
             if outcome is not None:
@@ -432,17 +435,15 @@ class Dispatcher:
         self, record: SessionRecord, event: Event, prompt: str, cut: int, presence: Presence
     ) -> Outcome | None:
         """Resume the recorded conversation; None means "fall back to a fresh one"."""
-        assert record.conversation_id is not None
-        argv = self.adapter.resume_argv(prompt, record.conversation_id)
+        argv = self.relauncher.resume_argv(self.adapter, record, prompt)
+        assert argv is not None  # resume_refusal said it can
         result = self._spawn(record, argv)
         if result.outcome is not SpawnOutcome.SPAWNED:
             return self._respawn_spawn_refused(record, event, result)
-        try:
-            survived: bool | None = self.tmux.survived(record.tmux_name, self.survival_delay)
-        except TmuxUnavailable:
-            # The resume was spawned and carries the event as its prompt; starting a
-            # second conversation on a guess would be worse than an unverified resume.
-            survived = None
+        # None: tmux did not answer. The resume was spawned and carries the event as its
+        # prompt; starting a second conversation on a guess would be worse than an
+        # unverified resume.
+        survived = self.relauncher.survived(record.tmux_name)
         if survived is False:
             self._resume_failed(event, record, "exited_within_survival_window")
             return None
@@ -470,7 +471,7 @@ class Dispatcher:
             return self._respawn_spawn_refused(record, event, result)
         if self._exited_at_once(record):
             return self._harness_exited(event, record)
-        self.store.registry.set_conversation(record.work_item, conversation)
+        self.relauncher.record_conversation(record.work_item, conversation)
         self._emit(
             "session.respawned",
             event,
@@ -490,10 +491,7 @@ class Dispatcher:
         Only a definite answer counts: a tmux that does not answer leaves the spawn
         standing (unverified) rather than failing an event that may be running.
         """
-        try:
-            return not self.tmux.survived(record.tmux_name, self.survival_delay)
-        except TmuxUnavailable:
-            return False
+        return self.relauncher.survived(record.tmux_name) is False
 
     def _harness_exited(self, event: Event, record: SessionRecord) -> Outcome:
         """A harness that cannot start (bad flag, missing binary or env file) must not

@@ -4,8 +4,12 @@ The core returns one row per selected session and never prints. A relaunch repla
 the harness in its pane (`respawn-pane -k`, the session keeps its name and attached
 clients), resuming the same conversation in the same cwd under the env-file launcher.
 Nothing is touched until every check that can be made in advance has passed: a live
-agent is never killed for a relaunch that cannot start. Relaunches run concurrently
-(bounded) and share ONE survival window, so the wait does not grow with the fleet.
+agent is never killed for a relaunch that cannot start.
+
+This module keeps only the planning and the environment verification. The relaunch
+itself (item locks and the re-read under them, resume argv, launcher, respawn in place
+run concurrently, ONE survival window) is loop_dispatch's `Relauncher`, the primitive
+the dispatcher's respawn uses too.
 """
 
 from __future__ import annotations
@@ -15,13 +19,14 @@ import shutil
 import subprocess
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import AbstractContextManager, ExitStack
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from loop_dispatch.launch import LaunchSpec
+from loop_dispatch.relaunch import Relaunch, Relauncher, RelaunchResult, resume_refusal
 from loop_envstate import process_environ
 from loop_tmux import TmuxUnavailable
 
@@ -31,7 +36,7 @@ from .drift import DriftRow, DriftState, NameDrift, classify, environment_drift,
 if TYPE_CHECKING:
     from loop_dispatch import SessionRecord, WorkItemRef
     from loop_envstate import EnvFile
-    from loop_tmux import Pane, RespawnResult
+    from loop_tmux import Pane, RespawnResult, SpawnResult
 
     from .launcher import EnvFileLauncher
 
@@ -118,16 +123,33 @@ def select(all_: bool, refs: Sequence[str]) -> Selection:
 
 
 class RegistryLike(Protocol):
+    """The registry as restart reads it, plus what the relauncher records."""
+
     def get(self, ref: WorkItemRef) -> SessionRecord | None: ...
     def list(self, status: Any = None) -> list[SessionRecord]: ...
+    def issue_token(
+        self, ref: WorkItemRef, *, harness: str, conversation_id: str | None, cwd: str | Path
+    ) -> str: ...
+    def set_conversation(self, ref: WorkItemRef, conversation_id: str | None) -> bool: ...
 
 
 class TmuxLike(Protocol):
+    """The tmux calls restart and its relauncher make."""
+
     def panes(self) -> list[Pane]: ...
+    def spawn(
+        self,
+        name: str,
+        argv: Sequence[str],
+        cwd: str | Path,
+        env: Mapping[str, str] | None = None,
+        *,
+        token: str | None = None,
+    ) -> SpawnResult: ...
     def respawn(
-        self, name: str, argv: Sequence[str], cwd: Any, env: Mapping[str, str] | None = None
+        self, name: str, argv: Sequence[str], cwd: str | Path, env: Mapping[str, str] | None = None
     ) -> RespawnResult: ...
-    def survivors(self, names_: Iterable[str], delay: float = 1.0) -> dict[str, bool]: ...
+    def survivors(self, names: Iterable[str], delay: float = 1.0) -> dict[str, bool]: ...
 
 
 class AdapterLike(Protocol):
@@ -159,6 +181,17 @@ class RestartDeps:
     max_workers: int = DEFAULT_WORKERS
     resume_prompt: str = RESUME_PROMPT
     _launcher_reason: list[str | None] = field(default_factory=list)
+
+    def relauncher(self) -> Relauncher:
+        """loop_dispatch's relaunch primitive over these collaborators."""
+        return Relauncher(
+            registry=self.registry,
+            tmux=self.tmux,
+            launcher=self.launcher,
+            lock=self.lock,
+            survival_delay=self.survival_delay,
+            max_workers=self.max_workers,
+        )
 
     def launcher_problem(self) -> str | None:
         """Why the launcher cannot run (checked once per restart), or None."""
@@ -257,13 +290,15 @@ def _plan_one(
             f"started by harness {record.harness!r}, which is not the configured one; left running"
         )
         return Row(ref, name, Outcome.SKIPPED_NOT_RESUMABLE, why, row.stale)
-    if not adapter.can_resume:
-        why = f"harness {record.harness!r} cannot resume a conversation; left running"
+    relauncher = deps.relauncher()
+    harness_argv = relauncher.resume_argv(adapter, record, deps.resume_prompt)
+    if harness_argv is None:
+        why = (
+            f"harness {record.harness!r} cannot resume a conversation; left running"
+            if resume_refusal(adapter, record) == "adapter_cannot_resume"
+            else "no recorded conversation to resume; left running"
+        )
         return Row(ref, name, Outcome.SKIPPED_NOT_RESUMABLE, why, row.stale)
-    if not record.conversation_id:
-        why = "no recorded conversation to resume; left running"
-        return Row(ref, name, Outcome.SKIPPED_NOT_RESUMABLE, why, row.stale)
-    harness_argv = adapter.resume_argv(deps.resume_prompt, record.conversation_id)
     problems = [
         p
         for p in (
@@ -276,7 +311,7 @@ def _plan_one(
     if problems:
         why = "cannot relaunch, left running: " + "; ".join(problems)
         return Row(ref, name, Outcome.FAILED, why, row.stale)
-    spec = deps.launcher(record, harness_argv)
+    spec = relauncher.spec(record, harness_argv)
     return _Plan(record, row, list(spec.argv), dict(spec.env))
 
 
@@ -317,19 +352,6 @@ def _emit(deps: RestartDeps, row: Row, level: str, names: Sequence[str]) -> None
     )
 
 
-def _respawn(deps: RestartDeps, item: _Plan) -> str | None:
-    """Relaunch one pane; the error text when tmux refused."""
-    try:
-        result = deps.tmux.respawn(item.record.tmux_name, item.argv, item.record.cwd, item.env)
-    except Exception as err:  # a worker thread must hand back a row, never lose one
-        return f"the relaunch could not be attempted: {type(err).__name__}: {err}"
-    if result.ok:
-        return None
-    if getattr(result, "session_missing", False):
-        return "the session disappeared before the relaunch"
-    return f"tmux refused the relaunch: {result.error}"
-
-
 def _verify(item: _Plan, pids: tuple[int, ...], declared: EnvFile, deps: RestartDeps) -> Row:
     ref, name = str(item.record.work_item), item.record.tmux_name
     state, stale = classify(declared.values, (deps.reader(pid) for pid in pids))
@@ -345,79 +367,62 @@ def _verify(item: _Plan, pids: tuple[int, ...], declared: EnvFile, deps: Restart
     return Row(ref, name, Outcome.FAILED, "the relaunched harness exited before it was verified")
 
 
-def _lock_all(
-    plans: Sequence[_Plan], deps: RestartDeps, locks: ExitStack, rows: dict[str, Row]
-) -> list[_Plan]:
-    """Take each item's lock (so no dispatcher acts on it mid-relaunch), then re-read its
-    record under the lock: an item closed or changed since selection is `skipped-closed`.
-    A busy item is left running and reported, never waited on forever."""
-    if deps.lock is None:
-        return list(plans)
-    held = []
-    for item in plans:
-        try:
-            locks.enter_context(deps.lock(item.record.work_item))
-        except Exception as err:
-            ref = str(item.record.work_item)
-            why = f"work item is busy ({err}); left running"
-            rows[ref] = Row(ref, item.record.tmux_name, Outcome.FAILED, why, item.drift.stale)
-            continue
-        current = deps.registry.get(item.record.work_item)
-        if current != item.record:
-            # Closed (or respawned, re-registered) while the selection waited for the
-            # lock: relaunching would bring a closed item's agent back. Left alone.
-            ref = str(item.record.work_item)
-            why = "closed or changed since it was selected; left alone"
-            rows[ref] = Row(ref, item.record.tmux_name, Outcome.SKIPPED_CLOSED, why)
-            continue
-        held.append(item)
-    return held
-
-
 def relaunch(plans: Sequence[_Plan], declared: EnvFile, deps: RestartDeps) -> dict[str, Row]:
-    """Respawn every plan concurrently, wait ONE survival window, verify each by env."""
+    """Relaunch every plan with loop_dispatch's relauncher (locks and the re-read under
+    them, respawn in place concurrently, ONE survival window), then verify each
+    survivor by its environment."""
     rows: dict[str, Row] = {}
     if not plans:
         return rows
-    with ExitStack() as locks:
-        ready = _lock_all(plans, deps, locks, rows)
-        if not ready:
-            return rows
-        workers = max(1, min(deps.max_workers, len(ready)))
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="restart") as pool:
-            errors = list(pool.map(lambda p: _respawn(deps, p), ready))
-        launched = []
-        for item, error in zip(ready, errors, strict=True):
-            if error is None:
-                launched.append(item)
-                continue
-            ref = str(item.record.work_item)
-            rows[ref] = Row(ref, item.record.tmux_name, Outcome.FAILED, error, item.drift.stale)
-        if launched:
-            rows.update(_survey(launched, declared, deps))
+    relauncher = deps.relauncher()
+    by_ref = {str(p.record.work_item): p for p in plans}
+    with relauncher.locked([p.record for p in plans]) as held:
+        for ref, err in held.busy.items():
+            item = by_ref[ref]
+            why = f"work item is busy ({err}); left running"
+            rows[ref] = Row(ref, item.record.tmux_name, Outcome.FAILED, why, item.drift.stale)
+        for ref in held.changed:
+            # Closed (or respawned, re-registered) while the selection waited for the
+            # lock: relaunching would bring a closed item's agent back. Left alone.
+            why = "closed or changed since it was selected; left alone"
+            rows[ref] = Row(ref, by_ref[ref].record.tmux_name, Outcome.SKIPPED_CLOSED, why)
+        ready = [by_ref[str(r.work_item)] for r in held.records]
+        results = relauncher.respawn(
+            [Relaunch(record=p.record, spec=LaunchSpec(p.argv, p.env)) for p in ready]
+        )
+        alive = []
+        for item in ready:
+            row = _relaunched(item, results[str(item.record.work_item)], deps)
+            if row is None:
+                alive.append(item)
+            else:
+                rows[row.ref] = row
+        rows.update(_survey(alive, declared, deps))
     return rows
 
 
-def _survey(launched: Sequence[_Plan], declared: EnvFile, deps: RestartDeps) -> dict[str, Row]:
-    """ONE shared survival window, then one pane read per verification round.
+def _relaunched(item: _Plan, result: RelaunchResult, deps: RestartDeps) -> Row | None:
+    """The row of a relaunch that failed or cannot be verified; None when it survived."""
+    ref, name = str(item.record.work_item), item.record.tmux_name
+    if not result.started:
+        return Row(ref, name, Outcome.FAILED, result.error or "not relaunched", item.drift.stale)
+    if result.survived is None:
+        return Row(ref, name, Outcome.UNVERIFIED, f"relaunched; {result.error}")
+    if not result.survived:
+        why = f"the relaunched harness exited within {deps.survival_delay:g}s"
+        return Row(ref, name, Outcome.FAILED, why)
+    return None
+
+
+def _survey(alive: Sequence[_Plan], declared: EnvFile, deps: RestartDeps) -> dict[str, Row]:
+    """Verify each survivor by its environment, one pane read per round.
 
     A pane pid is the launcher until it execs the harness, and the launcher still holds
     the inherited (old) environment: a stale reading is re-read, fleet-wide, until
     `verify_timeout`, and only a reading still stale then is "verified-stale".
     """
     rows: dict[str, Row] = {}
-    try:
-        alive = deps.tmux.survivors([p.record.tmux_name for p in launched], deps.survival_delay)
-    except TmuxUnavailable as err:
-        return _unverified(launched, f"tmux did not answer the survival check ({err})")
-    pending = []
-    for item in launched:
-        if alive.get(item.record.tmux_name, False):
-            pending.append(item)
-            continue
-        ref = str(item.record.work_item)
-        why = f"the relaunched harness exited within {deps.survival_delay:g}s"
-        rows[ref] = Row(ref, item.record.tmux_name, Outcome.FAILED, why)
+    pending = list(alive)
     deadline = time.monotonic() + deps.verify_timeout
     while pending:
         try:
