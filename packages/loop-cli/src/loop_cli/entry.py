@@ -30,15 +30,31 @@ def main() -> None:
     click_main()
 
 
+def _terminal_columns() -> int:
+    """shutil.get_terminal_size().columns without importing shutil (and its archive
+    modules): $COLUMNS, else the terminal of stdout, else 80."""
+    import os
+
+    try:
+        columns = int(os.environ.get("COLUMNS", "0"))
+    except ValueError:
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or 80
+
+
 def root_help(width: int | None = None) -> str:
     """The root help exactly as click's HelpFormatter lays it out at this terminal width."""
-    import shutil
     import textwrap
 
     from .command_table import COMMANDS, CONFIG_HELP, ROOT_HELP
 
     if width is None:
-        width = max(min(shutil.get_terminal_size().columns, 80) - 2, 50)
+        width = max(min(_terminal_columns(), 80) - 2, 50)
 
     def fill(text: str, at: int, indent: str) -> str:
         wrapper = textwrap.TextWrapper(
