@@ -6,8 +6,9 @@ strict: a wrong type (`1.5` for a whole number, `"no"` for a flag) is refused, n
 coerced. `validation.check` reports every problem at once, one line each naming the
 file and the camelCase key path; msgspec (strict mode) then builds the frozen config.
 
-msgspec imports in a few milliseconds (pydantic took 60-100 ms), and only commands that
-load a config import this module; `the-loop --version` and `--help` never do.
+msgspec costs a fraction of pydantic's import (pydantic took 60-100 ms and more to build
+its models), and only commands that load a config import this module; `the-loop
+--version` and `--help` never do.
 """
 
 import os

@@ -9,6 +9,7 @@ session was launched with.
 from __future__ import annotations
 
 import os
+import sys
 
 TYPE_CHECKING = False  # not typing's: importing typing costs ~7 ms at start-up
 
@@ -93,14 +94,17 @@ def parse_environ_block(block: bytes) -> dict[str, str]:
     The first of duplicate names wins, as getenv() would see it; entries without ``=``
     are skipped.
     """
+    # os.fsdecode's own steps, hoisted out of the loop: a fleet read decodes every
+    # variable of every pane (about 17,000 at 200 sessions).
+    encoding, errors = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
     env: dict[str, str] = {}
     for entry in block.split(b"\0"):
         name, sep, value = entry.partition(b"=")
         if not sep or not name:
             continue
-        key = os.fsdecode(name)
+        key = name.decode(encoding, errors)
         if key not in env:
-            env[key] = os.fsdecode(value)
+            env[key] = value.decode(encoding, errors)
     return env
 
 
