@@ -201,9 +201,15 @@ class Relauncher:
     # -- start it --------------------------------------------------------------------------
 
     def spawn(
-        self, record: SessionRecord, harness_argv: list[str], conversation: str | None = None
+        self,
+        record: SessionRecord,
+        harness_argv: list[str],
+        conversation: str | None = None,
+        *,
+        extra_env: Mapping[str, str] | None = None,
     ) -> SpawnResult:
-        """A new session under a fresh token, recorded in the store before tmux is asked."""
+        """A new session under a fresh token, recorded in the store before tmux is asked.
+        `extra_env` (the adapter's own, non-secret names) joins the launcher's env."""
         spec = self.spec(record, harness_argv)
         token = self.registry.issue_token(
             record.work_item,
@@ -211,7 +217,8 @@ class Relauncher:
             conversation_id=conversation or record.conversation_id,
             cwd=record.cwd,
         )
-        return self.tmux.spawn(record.tmux_name, spec.argv, str(record.cwd), spec.env, token=token)
+        env = {**spec.env, **(extra_env or {})}
+        return self.tmux.spawn(record.tmux_name, spec.argv, str(record.cwd), env, token=token)
 
     def respawn(self, items: Sequence[Relaunch]) -> dict[str, RelaunchResult]:
         """Replace each pane's program in place, concurrently (bounded), then ONE shared
@@ -282,6 +289,6 @@ class Relauncher:
 
     # -- record ------------------------------------------------------------------------------
 
-    def record_conversation(self, ref: WorkItemRef, conversation_id: str) -> None:
+    def record_conversation(self, ref: WorkItemRef, conversation_id: str | None) -> None:
         """The conversation a fresh start opened becomes the one a later relaunch resumes."""
         self.registry.set_conversation(ref, conversation_id)
