@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from loop_dispatch.drain import Drain, Settlement
     from loop_dispatch.eventlog import EventLog
     from loop_dispatch.launch import Launcher
+    from loop_dispatch.pastegate import PasteGate
     from loop_dispatch.store import Store
     from loop_tmux import Tmux
 
@@ -193,7 +194,15 @@ class Runtime:
             lease_seconds=cfg.lease_seconds,
             watch=watch,
             on_settled=on_settled,
+            paste_gate=self.paste_gate,
         )
+
+    @cached_property
+    def paste_gate(self) -> PasteGate:
+        """Shared by the dispatcher and the drain: a kill repeats at most one paste."""
+        from loop_dispatch.pastegate import PasteGate
+
+        return PasteGate()
 
     @cached_property
     def dispatcher(self) -> Dispatcher:
@@ -211,6 +220,7 @@ class Runtime:
             lock_timeout=self.config.routing.dispatch_timeout_seconds,
             survival_delay=self.config.harness.survival_seconds,
             kill_harness_on_close=self.config.sessions.kill_harness_on_close,
+            paste_gate=self.paste_gate,
         )
 
     def check_launch(self) -> None:

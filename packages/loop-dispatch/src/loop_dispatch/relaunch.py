@@ -41,6 +41,7 @@ __all__ = [
     "RelaunchTmux",
     "Relauncher",
     "Resumable",
+    "identity",
     "resume_refusal",
 ]
 
@@ -62,7 +63,13 @@ class RelaunchRegistry(Protocol):
     def get(self, ref: WorkItemRef) -> SessionRecord | None: ...
 
     def issue_token(
-        self, ref: WorkItemRef, *, harness: str, conversation_id: str | None, cwd: str | Path
+        self,
+        ref: WorkItemRef,
+        *,
+        harness: str,
+        conversation_id: str | None,
+        cwd: str | Path,
+        delivery_id: str | None = None,
     ) -> str: ...
 
     def set_conversation(self, ref: WorkItemRef, conversation_id: str | None) -> bool: ...
@@ -86,6 +93,8 @@ class RelaunchTmux(Protocol):
     ) -> RespawnResult: ...
 
     def survivors(self, names: Iterable[str], delay: float = 1.0) -> dict[str, bool]: ...
+
+    def survived(self, name: str, delay: float = 1.0) -> bool: ...
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -117,6 +126,12 @@ class Held:
     records: list[SessionRecord]
     busy: dict[str, str]
     changed: list[str]
+
+
+def identity(record: SessionRecord) -> tuple[object, ...]:
+    """What makes a relaunch the one that was planned: still active, the same session and
+    conversation. Other columns (timestamps) move with ordinary deliveries."""
+    return (record.active, record.tmux_name, record.conversation_id, record.harness)
 
 
 def resume_refusal(adapter: Resumable, record: SessionRecord) -> str | None:
@@ -178,7 +193,8 @@ class Relauncher:
                 except Exception as err:  # reported per item, never raised for the lot
                     held.busy[str(record.work_item)] = str(err)
                     continue
-                if self.registry.get(record.work_item) != record:
+                current = self.registry.get(record.work_item)
+                if current is None or identity(current) != identity(record):
                     held.changed.append(str(record.work_item))
                     continue
                 held.records.append(record)
@@ -206,9 +222,11 @@ class Relauncher:
         harness_argv: list[str],
         conversation: str | None = None,
         *,
+        delivery_id: str | None = None,
         extra_env: Mapping[str, str] | None = None,
     ) -> SpawnResult:
-        """A new session under a fresh token, recorded in the store before tmux is asked.
+        """A new session under a fresh token, recorded in the store before tmux is asked
+        (naming `delivery_id`, the event the harness starts with as its prompt).
         `extra_env` (the adapter's own, non-secret names) joins the launcher's env."""
         spec = self.spec(record, harness_argv)
         token = self.registry.issue_token(
@@ -216,6 +234,7 @@ class Relauncher:
             harness=record.harness,
             conversation_id=conversation or record.conversation_id,
             cwd=record.cwd,
+            delivery_id=delivery_id,
         )
         env = {**spec.env, **(extra_env or {})}
         return self.tmux.spawn(record.tmux_name, spec.argv, str(record.cwd), env, token=token)
@@ -283,7 +302,7 @@ class Relauncher:
     def survived(self, name: str) -> bool | None:
         """One session's survival check; None when tmux did not answer."""
         try:
-            return self.survivors([name])[name]
+            return self.tmux.survived(name, self.survival_delay)
         except TmuxUnavailable:
             return None
 

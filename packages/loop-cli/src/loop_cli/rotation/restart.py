@@ -26,7 +26,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from loop_dispatch.launch import LaunchSpec
-from loop_dispatch.relaunch import Relaunch, Relauncher, RelaunchResult, resume_refusal
+from loop_dispatch.relaunch import (
+    Relaunch,
+    Relauncher,
+    RelaunchRegistry,
+    RelaunchResult,
+    resume_refusal,
+)
 from loop_envstate import process_environ
 from loop_tmux import TmuxUnavailable
 
@@ -122,15 +128,10 @@ def select(all_: bool, refs: Sequence[str]) -> Selection:
     return Selection(all_, tuple(parsed))
 
 
-class RegistryLike(Protocol):
+class RegistryLike(RelaunchRegistry, Protocol):
     """The registry as restart reads it, plus what the relauncher records."""
 
-    def get(self, ref: WorkItemRef) -> SessionRecord | None: ...
     def list(self, status: Any = None) -> list[SessionRecord]: ...
-    def issue_token(
-        self, ref: WorkItemRef, *, harness: str, conversation_id: str | None, cwd: str | Path
-    ) -> str: ...
-    def set_conversation(self, ref: WorkItemRef, conversation_id: str | None) -> bool: ...
 
 
 class TmuxLike(Protocol):
@@ -150,6 +151,7 @@ class TmuxLike(Protocol):
         self, name: str, argv: Sequence[str], cwd: str | Path, env: Mapping[str, str] | None = None
     ) -> RespawnResult: ...
     def survivors(self, names: Iterable[str], delay: float = 1.0) -> dict[str, bool]: ...
+    def survived(self, name: str, delay: float = 1.0) -> bool: ...
 
 
 class AdapterLike(Protocol):
