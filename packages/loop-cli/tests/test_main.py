@@ -29,7 +29,8 @@ def _entry_imports(args: list[str]) -> tuple[str, set[str]]:
     """What the console script's entry point prints and imports for `args`."""
     code = (
         "import sys\nfrom loop_cli.entry import main\n"
-        f"sys.argv = ['the-loop', *{args!r}]\nmain()\n"
+        f"sys.argv = ['the-loop', *{args!r}]\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
         "sys.stderr.write('\\n'.join(sorted(sys.modules)))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -206,3 +207,78 @@ def test_library_roots_are_matched_by_isinstance_not_by_name() -> None:
     assert classify(ValueError("a bug")) is None
     for root in (DispatchError, TmuxError, EnvstateError):
         assert classify(root("x")) == 1
+
+
+def _both(args: list[str], env: dict[str, str]) -> tuple[subprocess.CompletedProcess[str], ...]:
+    """The same command line through the entry point and through the click group."""
+    entry = (
+        f"import sys\nfrom loop_cli.entry import main\nsys.argv = ['the-loop', *{args!r}]\nmain()\n"
+    )
+    group = f"from loop_cli.main import cli\ncli({args!r}, prog_name='the-loop')\n"
+    return tuple(
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+        for code in (entry, group)
+    )
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["status"],
+        ["status", "--format", "json"],
+        ["status", "--format=text"],
+        ["--config", "{config}", "status", "--format", "json"],
+        ["--config={bad}", "status"],
+        ["--config", "{missing}", "status", "--format", "json"],
+    ],
+)
+def test_plain_status_without_click_matches_the_click_command(
+    args: list[str], tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    from loop_cli.entry import plain_status
+
+    state = tmp_path / "state"
+    config = tmp_path / "c.yaml"
+    config.write_text(f"stateDir: {state}\nrouting: {{tmuxSocket: loop-test-none-{os.getpid()}}}\n")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("tracker: jira\nbogus: 1\n")
+    names = {"config": str(config), "bad": str(bad), "missing": str(tmp_path / "none.yaml")}
+    args = [a.format(**names) for a in args]
+    assert plain_status(args) is not None
+    env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
+    env["THE_LOOP_CONFIG"] = str(config)
+    env["HOME"] = str(tmp_path)
+    fast, slow = _both(args, env)
+    assert (fast.returncode, fast.stdout, fast.stderr) == (
+        slow.returncode,
+        slow.stdout,
+        slow.stderr,
+    )
+    assert fast.stdout or fast.stderr.startswith("Error: ")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["status", "--format", "slack"],
+        ["status", "--post"],
+        ["status", "--format"],
+        ["--config", "status"],
+        ["sessions", "list"],
+        ["status", "extra"],
+    ],
+)
+def test_other_lines_go_to_click(args: list[str]) -> None:
+    from loop_cli.entry import plain_status
+
+    assert plain_status(args) is None
+
+
+def test_plain_status_imports_no_click(tmp_path) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text(f"stateDir: {tmp_path / 'state'}\nrouting: {{tmuxSocket: loop-test-none}}\n")
+    _, mods = _entry_imports(["--config", str(config), "status", "--format", "json"])
+    assert "click" not in mods
+    assert "yaml" in mods

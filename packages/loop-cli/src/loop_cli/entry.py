@@ -1,10 +1,12 @@
 """Console script `the-loop`: the two answers that need no command are given here.
 
 `--version` and `--help` are what an operator (and every wrapper script) runs most
-blindly, and importing click alone costs more than the rest of Python's start-up. So
-this entry point answers those two lines itself, in click's exact layout (a test holds
-them equal at several widths), and hands every other command line to the click group
-in `main`, which imports only the command that runs.
+blindly, and `status` is what runs in a watch loop; importing click alone costs more
+than the rest of Python's start-up. So this entry point answers `--version` and
+`--help` itself, in click's exact layout (a test holds them equal at several widths),
+runs the plain `[--config FILE] status [--format text|json]` without click (same output,
+errors and exit codes as the click command: tested side by side), and hands every other
+command line to the click group in `main`, which imports only the command that runs.
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ def main() -> None:
     if args in (["--help"], ["-h"]):
         sys.stdout.write(root_help())
         return
+    plain = plain_status(args)
+    if plain is not None:
+        sys.exit(run_status(*plain))
     from .main import main as click_main
 
     click_main()
@@ -97,3 +102,64 @@ def root_help(width: int | None = None) -> str:
         *rows(commands),
     ]
     return "\n".join(lines) + "\n"
+
+
+def plain_status(args: list[str]) -> tuple[str | None, str] | None:
+    """(config path, format) for `[--config FILE] status [--format text|json]`; None for
+    any other line (click then parses it, with its own messages)."""
+    import os
+
+    if any("\udc80" <= ch <= "\udcff" for arg in args for ch in arg):
+        return None  # not UTF-8: the click group's own refusal
+    rest, config = list(args), None
+    if len(rest) >= 2 and rest[0] == "--config":
+        config, rest = rest[1], rest[2:]
+    elif rest and rest[0].startswith("--config="):
+        config, rest = rest[0].partition("=")[2], rest[1:]
+    if config is not None and (not config or os.path.isdir(config)):
+        return None  # click's own usage error for the option
+    if not rest or rest[0] != "status":
+        return None
+    formats = {(): "text", ("--format", "text"): "text", ("--format", "json"): "json"}
+    options = tuple(rest[1:])
+    if len(options) == 1 and options[0].startswith("--format="):
+        options = ("--format", options[0].partition("=")[2])
+    fmt = formats.get(options)
+    return None if fmt is None else (config, fmt)
+
+
+def run_status(config: str | None, fmt: str) -> int:
+    """`status` without click: what `commands.status` does for text and json."""
+    from .errors import classify
+
+    try:
+        data = _collect(config)
+    except Exception as exc:
+        code = classify(exc)
+        if code is None:
+            raise
+        for line in (str(exc) or type(exc).__name__).splitlines() or [""]:
+            sys.stderr.write(f"Error: {line}\n")
+        return code
+    if fmt == "json":
+        import json
+
+        sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+    else:
+        from .status import render_text
+
+        sys.stdout.write(render_text(data) + "\n")
+    sys.stdout.flush()
+    return 0 if data["ok"] else 1
+
+
+def _collect(config: str | None) -> dict[str, object]:
+    from .config import load_config
+    from .runtime import Runtime
+    from .status import collect_status
+
+    rt = Runtime(load_config(config))
+    try:
+        return collect_status(rt)
+    finally:
+        rt.close()
