@@ -183,6 +183,21 @@ class Runtime:
         )
 
     @cached_property
+    def workspaces(self) -> Any:
+        """The per-item worktrees (`workspace.mode: worktree`), else None (shared cwd)."""
+        if self.config.workspace.mode != "worktree":
+            return None
+        from loop_dispatch.workspace import Workspaces
+
+        cfg = self.config.workspace
+        return Workspaces(
+            self.config.workspace_root(),
+            dict(cfg.repositories),
+            base_ref=cfg.base_ref,
+            fetch=cfg.fetch,
+        )
+
+    @cached_property
     def dispatcher(self) -> Any:
         from loop_dispatch.dispatcher import Dispatcher
 
@@ -198,6 +213,7 @@ class Runtime:
             lock_timeout=self.config.routing.dispatch_timeout_seconds,
             survival_delay=self.config.harness.survival_seconds,
             kill_harness_on_close=self.config.sessions.kill_harness_on_close,
+            workspaces=self.workspaces,
         )
 
     def check_launch(self) -> None:
