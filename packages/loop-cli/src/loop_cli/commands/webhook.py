@@ -166,6 +166,7 @@ def start(
         own_login=_own_login(rt),
         insecure=insecure_no_signature,
         repositories=list(cfg.github.repositories) or None,
+        session_per_pr=cfg.github.session_per_pr,
         lifespan=lifespan,
     )
     started = datetime.now(timezone.utc)
