@@ -77,6 +77,7 @@ def build_source(config: Config, store: Store) -> Source:
         trigger_label=config.github.trigger_label,
         authorized_actors=list(config.authorized_actors),
         store=store,
+        session_per_pr=config.github.session_per_pr,
     )
 
 

@@ -129,8 +129,12 @@ class GitHubClient:
         *,
         etag: str | None = None,
         max_pages: int = 100,
+        items_key: str | None = None,
     ) -> Listing:
-        """All pages of a listing, following `Link: rel="next"` on the same host."""
+        """All pages of a listing, following `Link: rel="next"` on the same host.
+
+        `items_key`: the listing is an object holding the list under that key (as
+        `GET .../check-runs` answers `{"total_count": N, "check_runs": [...]}`)."""
         response = self._send(self.url(path), params, etag)
         if response.status_code == 304:
             return Listing(not_modified=True, etag=etag, pages=1)
@@ -138,6 +142,8 @@ class GitHubClient:
         while True:
             listing.pages += 1
             body = _json(response, path)
+            if items_key is not None and isinstance(body, dict):
+                body = body.get(items_key)
             if not isinstance(body, list):
                 raise PermanentError(f"GitHub GET {path}: expected a JSON list", 200)
             listing.items.extend(item for item in body if isinstance(item, dict))
