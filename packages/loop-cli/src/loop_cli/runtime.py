@@ -171,6 +171,9 @@ class Runtime:
             backoff=cfg.backoff_seconds,
             max_backoff=cfg.max_backoff_seconds,
         )
+        reactor = self.reactor()
+        if reactor is not None:
+            on_settled = _both(on_settled, reactor.on_settled)
         return Drain(
             self.store,
             _LaunchChecked(self),
@@ -182,6 +185,37 @@ class Runtime:
             watch=watch,
             on_settled=on_settled,
         )
+
+    def reactor(self) -> Any:
+        """Reactions on GitHub comments (`github.reactions`), when a token is at hand;
+        None otherwise. Built once; closed with the runtime."""
+        if "_reactor" in self.__dict__:
+            return self.__dict__["_reactor"]
+        import os
+
+        gh = self.config.github
+        token = os.environ.get(gh.token_env)
+        reactor = None
+        if gh.reactions and gh.repositories and token:
+            from .github.client import GitHubClient
+            from .github.reactions import Reactor
+
+            client = GitHubClient(token, gh.api_url)
+            self._opened.append(client)
+
+            def failed(job: Any, result: str) -> None:
+                if result != "posted":
+                    self.event_log.emit(
+                        "github.reaction_failed",
+                        level="warning",
+                        source=EVENT_SOURCE,
+                        detail={"what": job.what, "path": job.path, "error": result[:300]},
+                    )
+
+            reactor = Reactor(client.post_json, on_result=failed)
+            self._opened.append(reactor)
+        self.__dict__["_reactor"] = reactor
+        return reactor
 
     @cached_property
     def workspaces(self) -> Any:
@@ -270,6 +304,19 @@ class Runtime:
             with contextlib.suppress(Exception):
                 obj.close()
         self._opened.clear()
+
+
+def _both(first: Any, second: Any) -> Any:
+    if first is None:
+        return second
+
+    def call(settlement: Any) -> None:
+        try:
+            first(settlement)
+        finally:
+            second(settlement)
+
+    return call
 
 
 class _LaunchChecked:

@@ -398,6 +398,8 @@ class FakeGitHub:
             body = {"message": "API rate limit exceeded"}
             status = self.limited_status
             return self._log(path, query, JSONResponse(body, status, headers=headers))
+        if request.method == "POST":
+            return self._log(path, query, await self._post(request))
         try:
             payload, link = self._route(request)
         except LookupError:
@@ -460,6 +462,57 @@ class FakeGitHub:
             else:
                 raise LookupError(request.url.path)
         return self._paginate(request, rows)
+
+    async def _post(self, request: Request) -> Response:
+        """Reactions on issue and review comments, and comments on issues (as the
+        token's login). 404 for what does not exist, 422 for a bad body, like GitHub."""
+        parts = [p for p in request.url.path.split("/") if p]
+        try:
+            body = await request.json()
+        except ValueError:
+            return JSONResponse({"message": "Problems parsing JSON"}, 400)
+        if len(parts) < 4 or parts[0] != "repos" or not isinstance(body, dict):
+            return JSONResponse({"message": "Not Found"}, 404)
+        full = f"{parts[1]}/{parts[2]}"
+        with self._lock:
+            repo = self.repos.get(full)
+            if repo is None:
+                return JSONResponse({"message": "Not Found"}, 404)
+            rest = parts[3:]
+            if len(rest) == 4 and rest[1] == "comments" and rest[3] == "reactions":
+                content = body.get("content")
+                if content not in {
+                    "+1",
+                    "-1",
+                    "laugh",
+                    "confused",
+                    "heart",
+                    "hooray",
+                    "rocket",
+                    "eyes",
+                }:
+                    return JSONResponse({"message": "Validation Failed"}, 422)
+                cid = int(rest[2]) if rest[2].isdigit() else -1
+                pool = repo.comments if rest[0] == "issues" else repo.review_comments
+                if not any(c.id == cid for c in pool):
+                    return JSONResponse({"message": "Not Found"}, 404)
+                repo.reactions.append((rest[0], cid, content, self.login))
+                self.rate_remaining -= 1
+                return JSONResponse({"id": len(repo.reactions), "content": content}, 201)
+            if len(rest) == 3 and rest[0] == "issues" and rest[2] == "comments":
+                number = int(rest[1]) if rest[1].isdigit() else -1
+                if number not in repo.issues or not isinstance(body.get("body"), str):
+                    return JSONResponse({"message": "Not Found"}, 404)
+                self._next_id += 1
+                self.now += timedelta(seconds=1)
+                made = FakeComment(
+                    self._next_id, number, self.login, body["body"], self.now, self.now
+                )
+                repo.comments.append(made)
+                repo.issues[number].updated_at = self.now
+                self.rate_remaining -= 1
+                return JSONResponse(self._comment_json(repo, made), 201)
+        return JSONResponse({"message": "Not Found"}, 404)
 
     def _route_pulls(self, request: Request, parts: list[str]) -> tuple[Any, str | None]:
         """`pulls/N`, `pulls/N/reviews`, `pulls/comments`, `commits/SHA/check-runs`."""
@@ -544,7 +597,7 @@ class FakeGitHub:
 
     def app(self) -> Starlette:
         return Starlette(
-            routes=[Route("/{path:path}", self._endpoint, methods=["GET"])],
+            routes=[Route("/{path:path}", self._endpoint, methods=["GET", "POST"])],
         )
 
     # ------------------------------------------------------------------ server
