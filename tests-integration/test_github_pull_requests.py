@@ -158,3 +158,63 @@ def test_a_pr_with_no_link_creates_nothing_unless_session_per_pr(world) -> None:
     [record] = world["store"].registry.list()
     assert record.work_item == WorkItemRef("github", REPO, pr.number)
     assert wait_for(lambda: any("unlinked" in t for t in messages(world)))
+
+
+def test_reactions_follow_the_pastes_in_order(world) -> None:
+    """eyes on each delivered comment, in delivery order, after its paste: the drain
+    hands settled events to the reactor, which posts to the fake GitHub."""
+    from loop_cli.github.client import GitHubClient
+    from loop_cli.github.reactions import Reactor
+    from loop_dispatch.drain import Drain
+
+    fake: FakeGitHub = world["fake"]
+    fake.open_issue(REPO, labels=(LABEL,))
+    poll(world)
+    started(world, 1)
+    pr = fake.open_pull(REPO, body="Fixes #1")
+    poll(world)
+    first = fake.comment(REPO, 1, "First, this.")
+    line = fake.review_comment(REPO, pr.number, "Then, this line.")
+    second = fake.comment(REPO, pr.number, "Last, on the PR.")
+    client = GitHubClient(fake.token, fake.api_url, retries=0)
+    reactor = Reactor(client.post_json, backoff=0.0)
+    settled: list[str] = []
+
+    def on_settled(settlement: Any) -> None:  # as the runtime chains it: after the settle
+        settled.append(settlement.entry.delivery_id)
+        reactor.on_settled(settlement)
+
+    try:
+        from loop_dispatch.poll import run_poll_cycle
+
+        run_poll_cycle(world["store"], world["source"], world["events"])  # commit only
+        Drain(
+            world["store"],
+            world["dispatcher"],
+            world["events"],
+            versions={"t": "1"},
+            idle=0.01,
+            concurrency=1,
+            on_settled=on_settled,
+        ).run(until_idle=True)
+        assert reactor.flush()
+    finally:
+        reactor.close()
+        client.close()
+    reactions = [(kind, cid, content) for kind, cid, content, _ in fake.repos[REPO].reactions]
+    assert reactions == [
+        ("issues", first.id, "eyes"),
+        ("pulls", line.id, "eyes"),
+        ("issues", second.id, "eyes"),
+    ]
+    assert settled == [
+        f"comment:github:{REPO}:{first.id}",
+        f"review-comment:github:{REPO}:{line.id}",
+        f"comment:github:{REPO}:{second.id}",
+    ]
+    assert wait_for(
+        lambda: sum(s in " ".join(messages(world)) for s in ("First", "Then", "Last")) == 3
+    )
+    texts = messages(world)
+    order = [next(i for i, t in enumerate(texts) if s in t) for s in ("First", "Then", "Last")]
+    assert order == sorted(order)
