@@ -168,3 +168,26 @@ def test_the_callback_never_waits_for_github() -> None:
         release.set()
         reactor.close()
     assert calls
+
+
+def test_runtime_chains_reactions_only_when_enabled_with_a_token(write_config, monkeypatch) -> None:
+    from loop_cli.config import load_config
+    from loop_cli.runtime import Runtime
+
+    base = {"tracker": "github", "github": {"repositories": [REPO], "tokenEnv": "GH_T"}}
+    monkeypatch.setenv("GH_T", TOKEN)
+    for reactions, token, wanted in (
+        (True, True, True),
+        (False, True, False),
+        (True, False, False),
+    ):
+        if not token:
+            monkeypatch.delenv("GH_T")
+        write_config({**base, "github": {**base["github"], "reactions": reactions}})
+        rt = Runtime(load_config(None))
+        try:
+            assert (rt.reactor() is not None) is wanted
+            drain = rt.drain()
+            assert (drain.on_settled is not None) is wanted
+        finally:
+            rt.close()
