@@ -184,6 +184,7 @@ class Runtime:
             lease_seconds=cfg.lease_seconds,
             watch=watch,
             on_settled=on_settled,
+            paste_gate=self.paste_gate,
         )
 
     def reactor(self) -> Any:
@@ -233,6 +234,13 @@ class Runtime:
         )
 
     @cached_property
+    def paste_gate(self) -> Any:
+        """Shared by the dispatcher and the drain: a kill repeats at most one paste."""
+        from loop_dispatch.pastegate import PasteGate
+
+        return PasteGate()
+
+    @cached_property
     def dispatcher(self) -> Any:
         from loop_dispatch.dispatcher import Dispatcher
 
@@ -249,6 +257,7 @@ class Runtime:
             survival_delay=self.config.harness.survival_seconds,
             kill_harness_on_close=self.config.sessions.kill_harness_on_close,
             workspaces=self.workspaces,
+            paste_gate=self.paste_gate,
         )
 
     def check_launch(self) -> None:
