@@ -134,3 +134,14 @@ def test_malformed_pr_payloads_are_400_naming_the_field() -> None:
     payload["check_run"]["id"] = "x"
     with pytest.raises(PayloadError, match=r"check_run.id"):
         to_event("check_run", payload, RULES)
+
+
+def test_an_unlinked_pr_with_its_own_session_keeps_hearing_it() -> None:
+    pr_item = WorkItemRef("github", REPO, 12)
+    rules = Rules.build(
+        "the-loop", ["alice"], own_login="the-loop-bot", has_session=lambda ref: ref == pr_item
+    )
+    payload = p.pull_request_review_comment(REPO, p.pull_json(REPO, body="no link"))
+    assert to_event("pull_request_review_comment", payload, rules).work_item == pr_item
+    other = p.pull_request_review_comment(REPO, p.pull_json(REPO, number=13, body="no link"))
+    assert isinstance(to_event("pull_request_review_comment", other, rules), Ignored)

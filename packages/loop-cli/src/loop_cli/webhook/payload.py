@@ -7,7 +7,7 @@ because GitHub sends many event types and a webhook may be subscribed to all of 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,6 +57,9 @@ class Rules:
     own_login: str | None = None
     repositories: frozenset[str] | None = None  # None: any repository
     session_per_pr: bool = False  # an unlinked PR is its own work item
+    # Does this item have an active session? An unlinked PR that has one of its own
+    # (labeled, or `sessions start`) keeps hearing its activity, as via the poller.
+    has_session: Callable[[WorkItemRef], bool] | None = None
 
     @classmethod
     def build(
@@ -66,6 +69,7 @@ class Rules:
         own_login: str | None = None,
         repositories: Iterable[str] | None = None,
         session_per_pr: bool = False,
+        has_session: Callable[[WorkItemRef], bool] | None = None,
     ) -> Rules:
         return cls(
             trigger_label=trigger_label,
@@ -73,6 +77,7 @@ class Rules:
             own_login=own_login.lower() if own_login else None,
             repositories=frozenset(r.lower() for r in repositories) if repositories else None,
             session_per_pr=session_per_pr,
+            has_session=has_session,
         )
 
 

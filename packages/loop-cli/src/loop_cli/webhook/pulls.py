@@ -50,6 +50,10 @@ def _ignored(reason: str) -> Ignored:
 
 def _target(pr: PullRequest, rules: Rules) -> WorkItemRef | Ignored:
     target = link_target(pr, session_per_pr=rules.session_per_pr)
+    if target is None and rules.has_session is not None:
+        own = WorkItemRef("github", pr.repository, pr.number)
+        if rules.has_session(own):
+            target = own
     if target is None:
         return _ignored(
             f"pull request #{pr.number} links to no issue (github.sessionPerPr is false)"
