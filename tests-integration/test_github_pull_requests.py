@@ -100,7 +100,7 @@ def test_review_comment_on_a_fixes_pr_reaches_the_item_once_by_both_roads(world)
     texts = [t for t in messages(world) if "Inline: rename x." in t]
     assert len(texts) == 1
     assert report.processed == 0
-    assert f"(pull request #{pr.number}, review comment on src/x.py line 7)" in texts[0]
+    assert f"(pull request #{pr.number}, review comment on `src/x.py` line 7)" in texts[0]
     assert f"github:{REPO}#3" in texts[0]
 
     # The other way round: the poller first, then the webhook's copy is a duplicate.

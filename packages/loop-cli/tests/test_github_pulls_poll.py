@@ -70,7 +70,7 @@ def test_review_comment_on_a_pr_that_fixes_an_item_reaches_the_item(fake: FakeGi
     [event] = poller.cycle().events
     assert event.work_item == ITEM1
     assert event.delivery_id == f"review-comment:github:{REPO}:{made.id}"
-    assert event.subject == f"pull request #{pr.number}, review comment on src/parse.py line 12"
+    assert event.subject == f"pull request #{pr.number}, review comment on `src/parse.py` line 12"
     assert event.body == "rename this"
 
     talk = fake.comment(REPO, pr.number, "and the docs?")
@@ -98,7 +98,7 @@ def test_failed_check_on_a_loop_branch_reaches_its_item(fake: FakeGitHub) -> Non
     [event] = poller.cycle().events
     assert event.work_item == ITEM1
     assert event.delivery_id == f"check-run:github:{REPO}:{run.id}:failure"
-    assert event.subject == "CI failure: tests"
+    assert event.subject == "CI failure: `tests`"
     # Idle: the activity probe and the linked PR's check probe, both 304s (free).
     fake.tick(300)
     poller.cycle()

@@ -169,6 +169,13 @@ def person_counts(author: str, body: str, authorized: frozenset[str], own: str |
     return ""
 
 
+def _quoted(text: str, limit: int = 200) -> str:
+    """Text from a payload (a file path, a check's name) as it goes into the framing's
+    header line, outside the fence: quoted, one line, bounded, so it reads as a name."""
+    flat = " ".join(text.replace("`", "'").split())
+    return "`" + (flat if len(flat) <= limit else flat[: limit - 1] + "\u2026") + "`"
+
+
 def _pr_words(number: int) -> str:
     return f"pull request #{number}"
 
@@ -193,7 +200,7 @@ def pr_comment_event(target: WorkItemRef, repository: str, comment: Any) -> Even
 def review_comment_event(target: WorkItemRef, repository: str, comment: Any) -> Event:
     from .parse import review_comment_delivery_id
 
-    where = comment.path or "the diff"
+    where = _quoted(comment.path) if comment.path else "the diff"
     if comment.line is not None:
         where += f" line {comment.line}"
     return Event(
@@ -274,7 +281,7 @@ def check_event(target: WorkItemRef, repository: str, check: Any) -> Event:
         body=f"{name}: {check.conclusion.replace('_', ' ')} on {on}.",
         url=check.url,
         created_at=check.completed_at,
-        subject=f"CI {check.conclusion.replace('_', ' ')}: {name}",
+        subject=f"CI {check.conclusion.replace('_', ' ')}: {_quoted(name)}",
     )
 
 
