@@ -75,6 +75,11 @@ class GitHubConfig(_Section, frozen=True, kw_only=True):
     token_env: EnvName = "GITHUB_TOKEN"  # noqa: S105 (a variable NAME)
     api_url: str = "https://api.github.com"
     trigger_label: str = "the-loop"
+    # A pull request that links to no issue gets a session of its own only when true.
+    session_per_pr: bool = False
+    # React on the triggering comment (eyes: delivered; rocket: in the conversation;
+    # confused + one comment: given up), so the commenter sees it arrived.
+    reactions: bool = True
 
 
 class HarnessConfig(_Section, frozen=True, kw_only=True):
@@ -168,6 +173,23 @@ class EventLogConfig(_Section, frozen=True, kw_only=True):
     backups: Annotated[int, Meta(ge=0)] = 5
 
 
+class WorkspaceConfig(_Section, frozen=True, kw_only=True):
+    """Where agents work: one shared cwd, or one git worktree per item (docs/workspaces.md)."""
+
+    mode: Literal["shared", "worktree"] = "shared"
+    # "OWNER/REPO" (github) or "PROJECT" (local) -> the local clone worktrees are made from.
+    repositories: dict[str, Path] = {}
+    root: Path | None = None  # default: <stateDir>/worktrees
+    base_ref: str | None = None  # default: the clone's default branch
+    fetch: bool = True
+
+    def _cross_keys(self) -> None:
+        if self.mode == "worktree" and not self.repositories:
+            raise ValueError("mode worktree needs at least one repositories entry")
+        if self.base_ref is not None and (not self.base_ref or self.base_ref.startswith("-")):
+            raise ValueError("baseRef must be a branch, tag or commit name")
+
+
 class SessionsConfig(_Section, frozen=True, kw_only=True):
     kill_harness_on_close: bool = True
 
@@ -190,6 +212,7 @@ class Config(_Section, frozen=True, kw_only=True):
     env: EnvConfig = msgspec.field(default_factory=EnvConfig)
     event_log: EventLogConfig = msgspec.field(default_factory=EventLogConfig)
     sessions: SessionsConfig = msgspec.field(default_factory=SessionsConfig)
+    workspace: WorkspaceConfig = msgspec.field(default_factory=WorkspaceConfig)
     services: ServicesConfig = msgspec.field(default_factory=ServicesConfig)
 
     def _cross_keys(self) -> None:
@@ -207,6 +230,10 @@ class Config(_Section, frozen=True, kw_only=True):
         if self.event_log.path is not None:
             return self.event_log.path
         return self.effective_state_dir() / "events.jsonl"
+
+    def workspace_root(self) -> Path:
+        root = self.workspace.root
+        return root if root is not None else self.effective_state_dir() / "worktrees"
 
     def cwd_for_project(self, project: str) -> Path:
         """Where a session of this project starts: the per-project override, else `cwd`,

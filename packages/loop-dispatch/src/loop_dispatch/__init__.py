@@ -23,6 +23,7 @@ if TYPE_CHECKING:
         ResumeUnsupported,
         new_conversation_id,
     )
+    from .claude_trust import TrustError
     from .dispatcher import TRANSIENT_REASONS, Dispatcher, Outcome, OutcomeKind
     from .drain import Drain, DrainReport, GroundLost, RetryPolicy
     from .eventlog import EventLog
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from .registry import SessionRecord
     from .relaunch import Relaunch, Relauncher, RelaunchResult
     from .store import Store, StoreError
+    from .workspace import WorkspaceError
 
 __version__ = "0.1.0"
 
@@ -69,6 +71,8 @@ _LAZY = {
     "Relauncher": "relaunch",
     "Store": "store",
     "StoreError": "store",
+    "TrustError": "claude_trust",
+    "WorkspaceError": "workspace",
 }
 
 
@@ -115,7 +119,9 @@ __all__ = [
     "Source",
     "Store",
     "StoreError",
+    "TrustError",
     "WorkItemRef",
+    "WorkspaceError",
     "__version__",
     "comment_delivery_id",
     "default_launcher",

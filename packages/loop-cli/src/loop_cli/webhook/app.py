@@ -75,6 +75,8 @@ def create_app(
     own_login: str | None = None,
     insecure: bool = False,
     repositories: list[str] | None = None,
+    session_per_pr: bool = False,
+    has_session: Callable[[Any], bool] | None = None,
     lifespan: Callable[[Starlette], contextlib.AbstractAsyncContextManager[None]] | None = None,
 ) -> Starlette:
     """The receiver. `accept` runs in a worker thread, never on the event loop.
@@ -84,7 +86,9 @@ def create_app(
     """
     if not secret and not insecure:
         raise ValueError("a webhook secret is required (or insecure=True)")
-    rules = Rules.build(trigger_label, authorized_actors, own_login, repositories)
+    rules = Rules.build(
+        trigger_label, authorized_actors, own_login, repositories, session_per_pr, has_session
+    )
     stats: Counter[str] = Counter()
 
     async def receive(request: Request) -> JSONResponse:

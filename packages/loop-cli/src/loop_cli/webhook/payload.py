@@ -7,8 +7,6 @@ because GitHub sends many event types and a webhook may be subscribed to all of 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from loop_dispatch import Event, EventKind, WorkItemRef, comment_delivery_id
@@ -22,42 +20,22 @@ from ..github.parse import (
     parse_issue,
     source_name,
 )
+from . import pulls
+from .verdict import Ignored, PayloadError, Rules
 
-__all__ = ["Ignored", "PayloadError", "Rules", "to_event"]
+__all__ = ["HANDLED", "Ignored", "PayloadError", "Rules", "to_event"]
 
-
-class PayloadError(ValueError):
-    """A payload missing what its event type must carry; the message names the field."""
-
-
-@dataclass(frozen=True)
-class Ignored:
-    reason: str
-
-
-@dataclass(frozen=True)
-class Rules:
-    """Who and what counts. Logins compare case-insensitively, like GitHub's."""
-
-    trigger_label: str
-    authorized_actors: frozenset[str]
-    own_login: str | None = None
-    repositories: frozenset[str] | None = None  # None: any repository
-
-    @classmethod
-    def build(
-        cls,
-        trigger_label: str,
-        authorized_actors: Iterable[str],
-        own_login: str | None = None,
-        repositories: Iterable[str] | None = None,
-    ) -> Rules:
-        return cls(
-            trigger_label=trigger_label,
-            authorized_actors=frozenset(a.lower() for a in authorized_actors),
-            own_login=own_login.lower() if own_login else None,
-            repositories=frozenset(r.lower() for r in repositories) if repositories else None,
-        )
+# The event types to subscribe the webhook to (docs/github.md).
+PR_KINDS = frozenset(
+    {
+        "pull_request",
+        "pull_request_review",
+        "pull_request_review_comment",
+        "check_run",
+        "check_suite",
+    }
+)
+HANDLED = frozenset({"issues", "issue_comment"}) | PR_KINDS
 
 
 def _repository(payload: dict[str, Any]) -> str:
@@ -86,7 +64,7 @@ def to_event(kind: str, payload: Any, rules: Rules) -> Event | Ignored:
     if not isinstance(payload, dict):
         raise PayloadError("body: expected a JSON object")
     action = payload.get("action")
-    if kind not in ("issue_comment", "issues"):
+    if kind not in HANDLED:
         return Ignored(f"event type {kind!r} is not handled")
     if not isinstance(action, str):
         raise PayloadError("action: expected a string")
@@ -94,9 +72,15 @@ def to_event(kind: str, payload: Any, rules: Rules) -> Event | Ignored:
     if rules.repositories is not None and repository.lower() not in rules.repositories:
         return Ignored(f"repository {repository} is not configured")
     try:
+        if kind in PR_KINDS:
+            return pulls.to_event(kind, action, payload, repository, rules)
         issue = parse_issue(payload.get("issue"), "issue")
         if kind == "issue_comment":
+            if issue.is_pr:
+                return pulls.pr_issue_comment(action, payload, repository, issue, rules)
             return _comment(action, payload, repository, issue.number, rules)
+        if issue.is_pr:
+            return Ignored("issues events of pull requests are handled as pull_request")
         return _issue(action, payload, repository, issue, rules)
     except ParseError as exc:
         raise PayloadError(str(exc)) from None
