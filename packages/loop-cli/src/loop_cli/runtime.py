@@ -9,6 +9,7 @@ nowhere else, so the env-file launcher (env rotation) has exactly one seam:
 from __future__ import annotations
 
 import contextlib
+import os
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -110,13 +111,26 @@ class Runtime:
     def has_state(self) -> bool:
         """Whether the state store exists yet. Read-only commands (`status`, `sessions
         list`, `env doctor`) check this instead of opening it: opening creates it."""
+        if self.config.store.url:
+            return True  # a shared database: its schema is created on first use
         return (self.state_dir / STATE_FILE).is_file()
 
     @cached_property
     def store(self) -> Store:
         from loop_dispatch.store import Store
 
-        store = Store.open(self.state_dir)
+        cfg = self.config.store
+        password = None
+        if cfg.url and cfg.password_env:
+            password = os.environ.get(cfg.password_env)
+            if not password:
+                raise ConfigError(
+                    [
+                        f"{self.loaded.path}: store.passwordEnv names {cfg.password_env}, "
+                        "which is not set (or empty) in the environment"
+                    ]
+                )
+        store = Store.open(self.state_dir, url=cfg.url, password=password)
         self._opened.append(store)
         return store
 
