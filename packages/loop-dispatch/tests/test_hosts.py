@@ -181,3 +181,83 @@ def test_a_dead_hosts_items_move_with_their_events_and_the_revived_host_gets_not
         )
         nxt = b.hosts.claim("host-b", b.owner, limit=10, lease_seconds=60, alive=lambda o: True)
         assert [e.delivery_id for e in nxt] == ["comment:fleet:1:1"]
+
+
+HOLDER = """
+import os, sys, time
+from loop_dispatch.store import Store
+store = Store.open(url=os.environ["T_URL"], password=os.environ["T_PASSWORD"])
+role = store.role_lock("poller")
+print("held" if role.try_hold() else "refused", flush=True)
+time.sleep(600)
+"""
+
+
+def test_the_poller_role_passes_to_another_host_within_one_lease_when_its_host_dies(db):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    env = dict(os.environ, T_URL=db["url"], T_PASSWORD=db["password"])
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER], stdout=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline().strip() == "held"
+        with _open(db) as other:
+            role = other.role_lock("poller")
+            assert role.try_hold() is False  # one poller for the cluster
+            assert role.try_hold() is False
+            lease = 5.0
+            os.kill(holder.pid, signal.SIGKILL)
+            holder.wait(timeout=10)
+            killed = time.monotonic()
+            while not role.try_hold():
+                assert time.monotonic() - killed < lease, "the role did not pass in one lease"
+                time.sleep(0.1)
+            assert role.try_hold() is True  # and it stays held
+            role.release()
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+            holder.wait(timeout=10)
+        if holder.stdout is not None:
+            holder.stdout.close()
+
+
+def test_a_moved_item_gets_a_fresh_conversation_noted_as_session_moved(db, tmp_path) -> None:
+    """Through the drain: the new host closes the old record (its conversation lived on
+    the dead host) before dispatching, and `session.moved` names both hosts."""
+    from loop_dispatch.model import WorkItemRef as Ref
+
+    with _open(db) as sa, _open(db) as sb:
+        a = HostLease(sa, "host-a", max_sessions=5, lease_seconds=1.0, owner="host-a/1/1")
+        b = HostLease(sb, "host-b", max_sessions=5, lease_seconds=30, owner="host-b/2/2")
+        a.beat(force=True)
+        sa.inbox.accept("webhook", [_event(4, 0)])
+        held = a.hosts.claim("host-a", a.owner, limit=5, lease_seconds=60, alive=lambda o: True)
+        assert len(held) == 1
+        sa.registry.register(Ref("local", "fleet", 5), harness="h", conversation_id="old", cwd="/")
+        time.sleep(1.5)
+        log: list[tuple[str, str, str, float]] = []
+        seen_active: list[bool] = []
+
+        class Checking(Recorder):
+            def dispatch(self, event: Event) -> Outcome:
+                record = sb.registry.get(event.work_item)
+                seen_active.append(record is not None and record.active)
+                return super().dispatch(event)
+
+        events = EventLog(tmp_path / "b.jsonl")
+        drain = Drain(sb, Checking("host-b", log), events, versions=V, host=b, idle=0.02)
+        report = drain.run(until_idle=True)
+        assert report.processed == 1
+        assert [d for _, _, d, _ in log] == ["comment:fleet:4:0"]
+        assert seen_active == [False]  # the dispatcher starts fresh, never resumes "old"
+        moved = events.read("session.moved")
+        assert len(moved) == 1
+        assert moved[0]["detail"]["from_host"] == "host-a"
+        assert moved[0]["detail"]["to_host"] == "host-b"
+        assert moved[0]["detail"]["previous_conversation_id"] == "old"

@@ -330,6 +330,31 @@ class Drain:
             message = " ".join(str(exc).split())[:300]
             return Outcome(OutcomeKind.FAILED, "dispatch_error", f"{type(exc).__name__}: {message}")
 
+    def _take_move(self, event: Event) -> None:
+        """An item moved here from a host that died: its conversation stayed there, so
+        the record is closed (the dispatcher starts a fresh one) and the move is said."""
+        assert self.host is not None
+        with self.store.transaction():
+            move = self.host.hosts.take_move(str(event.work_item), self.host.name)
+            if move is None:
+                return
+            record = self.store.registry.get(event.work_item)
+            if record is not None and record.active:
+                self.store.registry.close(event.work_item)
+        self.events.emit(
+            "session.moved",
+            level="warning",
+            source=SOURCE,
+            work_item=str(event.work_item),
+            delivery_id=event.delivery_id,
+            detail={
+                "from_host": move.from_host,
+                "to_host": self.host.name,
+                "reason": move.reason,
+                "previous_conversation_id": None if record is None else record.conversation_id,
+            },
+        )
+
     def _handle(self, entry: InboxEntry) -> None:
         from .dispatcher import OutcomeKind
 
@@ -337,6 +362,8 @@ class Drain:
             retry = self._fail(entry, "unreadable_stored_event", "", definite=True, max_attempts=1)
             self._settled(Settlement(entry=entry, outcome=None, state=_state(retry), retry=retry))
             return
+        if self.host is not None:
+            self._take_move(entry.event)
         with self.paste_gate.window():  # a paste made here is settled before the next one
             outcome = self._dispatch(entry.event)
             if outcome.kind is OutcomeKind.FAILED:

@@ -407,3 +407,24 @@ class HostLease:
         )
         self._next = now + self.lease_seconds / 3
         return lapsed
+
+
+def end_stale_agents(store: Store, tmux: Any, host: str) -> list[str]:
+    """After a lapsed lease: end this host's agents for items placed elsewhere now.
+
+    Their items moved to live hosts (fresh conversations there); the stale agents here
+    must neither receive events nor keep working. Returns the tmux names ended.
+    """
+    from loop_tmux import Presence
+
+    hosts = Hosts(store)
+    ended = []
+    for record in store.registry.list():
+        placed = hosts.placement(str(record.work_item))
+        if placed is None or placed == host:
+            continue
+        if tmux.probe(record.tmux_name) in (Presence.LIVE, Presence.DEAD):
+            tmux.terminate(record.tmux_name)
+            tmux.kill(record.tmux_name)
+            ended.append(record.tmux_name)
+    return ended

@@ -41,6 +41,7 @@ __all__ = [
 # other numbers are taken by cluster roles (the poller) and work items.
 LOCK_CLASS = 0x6C6F6F70  # "loop", an int4
 WRITER_LOCK = 1
+ROLE_LOCKS = {"poller": 2}  # cluster roles held by one host at a time
 CONNECT_TIMEOUT_SECONDS = 10
 RECONNECT_WAIT_SECONDS = 15.0
 
@@ -369,3 +370,56 @@ class PostgresDatabase:
 
     def set_core_version(self, conn: _Conn, version: int) -> None:
         """Recorded in schema_versions by the migration's last statement."""
+
+
+class RoleLock:
+    """A cluster role (one poller for the fleet) held by one process at a time: a
+    session-level advisory lock on a connection of its own. The server releases it the
+    moment that process dies or its connection drops, so another host takes the role
+    on its next try."""
+
+    def __init__(self, db: PostgresDatabase, role: str) -> None:
+        self._db = db
+        self._key = ROLE_LOCKS[role]
+        self._conn: Any = None
+        self._held = False
+
+    def try_hold(self) -> bool:
+        """True while this process holds the role (checked on the server each call)."""
+        import psycopg
+
+        try:
+            if self._conn is None or self._conn.closed or self._conn.broken:
+                self._held = False
+                self._conn = psycopg.connect(
+                    self._db._url,
+                    password=self._db._password,
+                    autocommit=True,
+                    connect_timeout=CONNECT_TIMEOUT_SECONDS,
+                    application_name="the-loop-role",
+                    keepalives=1,
+                    keepalives_idle=10,
+                    keepalives_interval=5,
+                    keepalives_count=3,
+                )
+            if self._held:
+                self._conn.execute("SELECT 1")
+                return True
+            row = self._conn.execute(
+                "SELECT pg_try_advisory_lock(%s::int4, %s::int4)", (LOCK_CLASS, self._key)
+            ).fetchone()
+            self._held = bool(row[0])
+            return self._held
+        except psycopg.Error:
+            self._held = False
+            with suppress(Exception):
+                self._conn.close()
+            self._conn = None
+            return False
+
+    def release(self) -> None:
+        if self._conn is not None:
+            with suppress(Exception):
+                self._conn.close()  # ends the session: the server drops the lock
+        self._conn = None
+        self._held = False

@@ -212,6 +212,17 @@ class Store:
     def database(self) -> Database:
         return self._db
 
+    def role_lock(self, role: str) -> Any:
+        """A cluster role (`"poller"`) one process of the fleet holds at a time. On the
+        SQLite file there is one host, so the role is always this process's (the
+        poller's own state-dir lock keeps a second daemon out)."""
+        if self._db.kind == "postgresql":
+            from .postgres_db import PostgresDatabase, RoleLock
+
+            assert isinstance(self._db, PostgresDatabase)
+            return RoleLock(self._db, role)
+        return _LocalRole()
+
     def close(self) -> None:
         self._db.close()
 
@@ -328,6 +339,16 @@ UPSERT_CURSOR = (
     "INSERT INTO cursors(source, cursor, updated_at) VALUES (?, ?, ?) "
     "ON CONFLICT(source) DO UPDATE SET cursor = excluded.cursor, updated_at = excluded.updated_at"
 )
+
+
+class _LocalRole:
+    """The role on a single-host store: always held."""
+
+    def try_hold(self) -> bool:
+        return True
+
+    def release(self) -> None:
+        """Nothing to release."""
 
 
 class Cursors:
