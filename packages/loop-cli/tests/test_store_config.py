@@ -4,6 +4,7 @@ and a PostgreSQL store opened by the runtime (a private cluster)."""
 from __future__ import annotations
 
 import os
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -56,6 +57,68 @@ def test_an_unset_password_env_is_one_line_naming_the_variable(tmp_path: Path, m
     rt = Runtime(LoadedConfig(cfg, tmp_path / "c.yaml", "--config"))
     with pytest.raises(ConfigError, match="LOOP_TEST_PG_PASSWORD, which is not set"):
         _ = rt.store
+
+
+@pytest.fixture
+def cluster():
+    pytest.importorskip("psycopg")
+    from loop_dispatch.pgcluster import ClusterUnavailable, start_cluster
+
+    try:
+        c = start_cluster()
+    except ClusterUnavailable as exc:
+        pytest.skip(f"no private PostgreSQL cluster: {exc}")
+    yield c
+    c.stop()
+
+
+def test_status_and_sessions_list_show_the_fleet_per_host(
+    cluster, run_cli, isolated: Path, tmux_socket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    from loop_dispatch.hosts import HostLease
+    from loop_dispatch.model import Event, EventKind, WorkItemRef
+    from loop_dispatch.store import Store
+
+    url = cluster.create_database()
+    monkeypatch.setenv("LOOP_TEST_PG_PASSWORD", cluster.password)
+    config = isolated / "c.yaml"
+    config.write_text(
+        f"stateDir: {isolated / 's'}\n"
+        f"store: {{url: '{url}', passwordEnv: LOOP_TEST_PG_PASSWORD}}\n"
+        f"host: {{name: host-a, maxSessions: 3}}\n"
+        f"routing: {{tmuxSocket: {tmux_socket}}}\n"
+    )
+    with Store.open(url=url, password=cluster.password) as store:
+        a = HostLease(store, "host-a", max_sessions=3, lease_seconds=30)
+        b = HostLease(store, "host-b", max_sessions=5, lease_seconds=30)
+        a.beat(force=True)
+        b.beat(force=True)
+        ref = WorkItemRef("local", "p", 1)
+        store.inbox.accept(
+            "t", [Event("d1", ref, EventKind.COMMENT, "a", "b", "", datetime.now(timezone.utc))]
+        )
+        # host-b has the most free capacity: the item is placed there.
+        assert b.hosts.claim("host-b", b.owner, limit=1, lease_seconds=60, alive=lambda o: True)
+        store.registry.register(ref, harness="h", conversation_id="c1", cwd="/")
+    result = run_cli("--config", str(config), "status", "--format", "json")
+    assert result.exit_code in (0, 1), result.output
+    hosts = json.loads(result.output)["hosts"]
+    assert hosts["this"] == "host-a"
+    rows = {h["name"]: h for h in hosts["hosts"]}
+    assert rows["host-b"]["placed"] == 1
+    assert rows["host-a"]["live"]
+    assert rows["host-b"]["live"]
+    assert hosts["totals"] == {"hosts": 2, "live": 2, "placed": 1, "capacity": 8}
+    text = run_cli("--config", str(config), "status").output
+    assert "host:      host-a (this host): live, 0/3 items" in text
+    assert "fleet:     2/2 hosts live, 1 items placed, capacity 8" in text
+    listing = run_cli("--config", str(config), "sessions", "list").output
+    assert "HOST" in listing.splitlines()[0]
+    assert "host-b" in listing
+    assert "on another host" in listing
+    assert cluster.password not in result.output + text + listing
 
 
 def test_the_runtime_opens_a_postgresql_store_with_the_password_from_the_env(

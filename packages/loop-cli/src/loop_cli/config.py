@@ -260,9 +260,32 @@ class StoreConfig(_Section):
         return value
 
 
+class HostConfig(_Section):
+    """This host's identity in a fleet sharing a PostgreSQL store (unused on SQLite)."""
+
+    name: str | None = None  # default: the machine's hostname
+    lease_seconds: float = Field(default=30.0, ge=2, le=3600, allow_inf_nan=False)
+    max_sessions: int = Field(default=20, ge=1, le=100000)
+
+    @field_validator("name")
+    @classmethod
+    def _name_chars(cls, value: str | None) -> str | None:
+        if value is not None and (
+            not value or "/" in value or not value.isprintable() or len(value) > 100
+        ):
+            raise ValueError("must be a short printable name without '/'")
+        return value
+
+    def effective_name(self) -> str:
+        import socket
+
+        return self.name or socket.gethostname()
+
+
 class Config(_Section):
     state_dir: ConfigPath | None = None
     store: StoreConfig = Field(default_factory=StoreConfig)
+    host: HostConfig = Field(default_factory=HostConfig)
     tracker: Literal["local", "github"] = "local"
     github: GitHubConfig = Field(default_factory=GitHubConfig)
     authorized_actors: list[str] = Field(default_factory=list)

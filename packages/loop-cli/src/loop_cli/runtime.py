@@ -188,6 +188,7 @@ class Runtime:
         reactor = self.reactor()
         if reactor is not None:
             on_settled = _both(on_settled, reactor.on_settled)
+        host = self.host_lease()
         return Drain(
             self.store,
             _LaunchChecked(self),
@@ -199,6 +200,8 @@ class Runtime:
             watch=watch,
             on_settled=on_settled,
             paste_gate=self.paste_gate,
+            host=host,
+            on_lapsed=None if host is None else self.end_stale_agents,
         )
 
     def reactor(self) -> Any:
@@ -246,6 +249,40 @@ class Runtime:
             base_ref=cfg.base_ref,
             fetch=cfg.fetch,
         )
+
+    @property
+    def fleet(self) -> bool:
+        """Whether this host is one of a fleet sharing a PostgreSQL store."""
+        return bool(self.config.store.url)
+
+    @cached_property
+    def _host_lease(self) -> Any:
+        from loop_dispatch.hosts import HostLease
+
+        cfg = self.config.host
+        return HostLease(
+            self.store,
+            cfg.effective_name(),
+            max_sessions=cfg.max_sessions,
+            lease_seconds=cfg.lease_seconds,
+        )
+
+    def host_lease(self) -> Any:
+        """This host's lease in the fleet (None on the single-host SQLite store)."""
+        return self._host_lease if self.fleet else None
+
+    def end_stale_agents(self) -> None:
+        """Our lease had lapsed: end the agents of items that moved to other hosts."""
+        from loop_dispatch.hosts import end_stale_agents
+
+        name = self.config.host.effective_name()
+        for tmux_name in end_stale_agents(self.store, self.tmux, name):
+            self.event_log.emit(
+                "session.stale_ended",
+                level="warning",
+                source="host",
+                detail={"host": name, "tmux_name": tmux_name, "reason": "host_lease_lapsed"},
+            )
 
     @cached_property
     def paste_gate(self) -> Any:
