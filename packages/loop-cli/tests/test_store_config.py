@@ -151,3 +151,50 @@ def test_the_runtime_opens_a_postgresql_store_with_the_password_from_the_env(
     finally:
         cluster.stop()
         os.environ.pop("LOOP_TEST_PG_PASSWORD", None)
+
+
+def test_store_migrate_copies_a_state_dir_into_postgresql_and_the_fleet_goes_on(
+    cluster, run_cli, write_config, isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Items, comments (the tracker's own tables), the inbox with its order and states,
+    cursors: all there after the copy, the source untouched; a second migrate into the
+    now used database is refused; new rows continue after the copied keys."""
+    import json
+
+    write_config()
+    assert run_cli("item", "open", "First", "--body", "one").exit_code == 0
+    assert run_cli("item", "comment", "local:loop#1", "two", "--author", "alice").exit_code == 0
+    assert run_cli("item", "open", "Second").exit_code == 0
+    before = json.loads(run_cli("inbox", "list", "--format", "json").output)
+    url = cluster.create_database()
+    monkeypatch.setenv("LOOP_TEST_PG_PASSWORD", cluster.password)
+    moved = run_cli(
+        "store",
+        "migrate",
+        "--to",
+        url,
+        "--password-env",
+        "LOOP_TEST_PG_PASSWORD",
+        "--format",
+        "json",
+    )
+    assert moved.exit_code == 0, moved.output
+    tables = json.loads(moved.output)["tables"]
+    assert tables["inbox"] == 3
+    assert tables["loop_cli_items"] == 2
+    assert cluster.password not in moved.output
+    again = run_cli("store", "migrate", "--to", url, "--password-env", "LOOP_TEST_PG_PASSWORD")
+    assert again.exit_code != 0
+    assert "already holds rows" in again.output
+    # The same commands on the shared database see the same state, and go on.
+    write_config(
+        {"store": {"url": url, "passwordEnv": "LOOP_TEST_PG_PASSWORD"}, "host": {"name": "h1"}}
+    )
+    after = json.loads(run_cli("inbox", "list", "--format", "json").output)
+    assert after == before
+    assert run_cli("item", "comment", "local:loop#1", "three", "--author", "bob").exit_code == 0
+    listing = json.loads(run_cli("item", "list", "--format", "json").output)
+    assert [i["ref"] for i in listing] == ["local:loop#1", "local:loop#2"]
+    rows = json.loads(run_cli("inbox", "list", "--format", "json").output)
+    assert len(rows) == 4
+    assert rows[-1]["seq"] > max(r["seq"] for r in before)
