@@ -89,8 +89,11 @@ class Cluster:
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
-def start_cluster() -> Cluster:
-    """initdb + pg_ctl start in a fresh temporary directory; raises ClusterUnavailable."""
+def start_cluster(*, durable: bool = False) -> Cluster:
+    """initdb + pg_ctl start in a fresh temporary directory; raises ClusterUnavailable.
+
+    Tests run without fsync (speed); `durable` keeps PostgreSQL's defaults (benchmarks).
+    """
     bindir = find_binaries()
     as_postgres: list[str] = []
     uid = gid = None
@@ -141,9 +144,11 @@ def start_cluster() -> Cluster:
         shutil.rmtree(directory, ignore_errors=True)
         raise ClusterUnavailable(f"initdb failed: {' '.join(init.stderr.split())[:300]}")
     options = (
-        f"-p {port} -k {directory} -c listen_addresses=127.0.0.1 -c fsync=off "
+        f"-p {port} -k {directory} -c listen_addresses=127.0.0.1 "
         "-c max_connections=200 -c shared_buffers=32MB"
     )
+    if not durable:
+        options += " -c fsync=off"
     start = subprocess.run(
         [
             *as_postgres,
