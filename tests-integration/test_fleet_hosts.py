@@ -119,8 +119,14 @@ def test_a_killed_host_moves_its_items_with_nothing_lost_and_ends_its_stale_agen
         assert wait_for(
             lambda: all(tmux_a.probe(n) is Presence.ABSENT for n in names.values()), timeout=60
         ), pa.logs()
-        ended = {e["detail"]["tmux_name"] for e in _events(a, "session.stale_ended")}
-        assert ended == set(names.values())
+        ended = wait_for(
+            lambda: (
+                {e["detail"]["tmux_name"] for e in _events(a, "session.stale_ended")}
+                == set(names.values())
+            ),
+            timeout=30,
+        )
+        assert ended, _events(a, "session.stale_ended")
         comment(PER_ITEM)
         assert wait_for(lambda: all(_counts(a, b)[m] >= 1 for m in sent), timeout=60)
         assert a.marker_counts() == before_a  # nothing more reached host-a's old agents

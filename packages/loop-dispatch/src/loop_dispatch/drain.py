@@ -334,6 +334,11 @@ class Drain:
         """An item moved here from a host that died: its conversation stayed there, so
         the record is closed (the dispatcher starts a fresh one) and the move is said."""
         assert self.host is not None
+        if not self.store.query(  # no move (the common case): no transaction at all
+            "SELECT 1 FROM placements WHERE work_item = ? AND moved_from IS NOT NULL",
+            (str(event.work_item),),
+        ):
+            return
         with self.store.transaction():
             move = self.host.hosts.take_move(str(event.work_item), self.host.name)
             if move is None:

@@ -223,6 +223,11 @@ class Hosts:
 
     def take_move(self, work_item: str, host: str) -> Move | None:
         """The move this host has to act on for `work_item` (once): clears the mark."""
+        if not self._store.query(  # the common case, read-only: no commit per event
+            "SELECT 1 FROM placements WHERE work_item = ? AND moved_from IS NOT NULL",
+            (work_item,),
+        ):
+            return None
         with self._store.transaction() as conn:
             row = conn.execute(
                 "SELECT moved_from, move_reason FROM placements WHERE work_item = ? AND host = ? "
