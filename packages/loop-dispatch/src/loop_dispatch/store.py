@@ -87,8 +87,6 @@ CORE_MIGRATIONS: list[str] = [
     """,
     # v2: the inbox (every accepted event and all retry state, for every ingress) takes
     # over the poll ledger's rows; spawn tokens record the-loop's own tmux sessions.
-    # `armed_at` (NULL: received_at) starts the give-up horizon again on a re-arm; a spawn
-    # token's `delivery_id` names the event its harness was started with as prompt.
     """
     CREATE TABLE inbox (
         seq              INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -109,7 +107,6 @@ CORE_MIGRATIONS: list[str] = [
         gave_up_versions TEXT,
         rearm_count      INTEGER NOT NULL DEFAULT 0,
         received_at      TEXT NOT NULL,
-        armed_at         TEXT,
         settled_at       TEXT,
         updated_at       TEXT NOT NULL
     );
@@ -139,10 +136,16 @@ CORE_MIGRATIONS: list[str] = [
         conversation_id TEXT,
         harness         TEXT NOT NULL,
         cwd             TEXT NOT NULL,
-        delivery_id     TEXT,
         created_at      TEXT NOT NULL
     );
     CREATE INDEX spawn_tokens_by_item ON spawn_tokens (work_item);
+    """,
+    # v3: `armed_at` (NULL: received_at) starts the give-up horizon again on a re-arm; a
+    # spawn token's `delivery_id` names the event its harness was started with as prompt
+    # (so a retry of that event never pastes it into the harness holding it already).
+    """
+    ALTER TABLE inbox ADD COLUMN armed_at TEXT;
+    ALTER TABLE spawn_tokens ADD COLUMN delivery_id TEXT;
     CREATE INDEX spawn_tokens_by_delivery ON spawn_tokens (delivery_id)
         WHERE delivery_id IS NOT NULL;
     """,
