@@ -89,7 +89,10 @@ LINT_TOOLS = [
 def lint(session: nox.Session) -> None:
     """ruff check, ruff format --check, mypy --strict over every package's sources, and
     the layering contracts (lint-imports); the settings live in the root pyproject.toml."""
-    session.install(*LINT_TOOLS, "pytest>=8", *_local(*PACKAGES))
+    # Each package with the extras its sources import (psycopg for the PostgreSQL store),
+    # so mypy sees every library's types.
+    packages = [p + ("[postgresql]" if p.endswith("loop-dispatch") else "") for p in _local(*PACKAGES)]
+    session.install(*LINT_TOOLS, "pytest>=8", *packages)
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     session.run("mypy")

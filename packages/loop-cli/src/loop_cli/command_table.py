@@ -25,4 +25,5 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "gh-webhook": ("loop_cli.commands.webhook:gh_webhook", "The GitHub webhook receiver."),
     "env": ("loop_cli.commands.env:env", "Where environment values live (env doctor)."),
     "workspace": ("loop_cli.commands.workspace:workspace", "Per-item git worktrees: list, gc."),
+    "store": ("loop_cli.commands.store:store", "The state store: migrate to PostgreSQL."),
 }

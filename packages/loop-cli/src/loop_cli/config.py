@@ -199,8 +199,55 @@ class ServicesConfig(_Section, frozen=True, kw_only=True):
     webhook: bool = False
 
 
+def _postgresql_only(value: str) -> None:
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(value)
+        password = parts.password
+        parts.port  # noqa: B018 (raises on a bad port)
+    except ValueError:
+        raise ValueError("must be a postgresql://user@host:port/database URL") from None
+    if parts.scheme not in ("postgresql", "postgres"):
+        raise ValueError("must be a postgresql://user@host:port/database URL (or absent)")
+    if password is not None or "password" in parts.query.lower():
+        # A ValueError: its message never echoes the value (the password).
+        raise ValueError(
+            "must not hold a password; name the variable holding it in store.passwordEnv"
+        )
+
+
+def _host_name(value: str) -> None:
+    if not value or "/" in value or not value.isprintable() or len(value) > 100:
+        raise ValueError("must be a short printable name without '/'")
+
+
+class StoreConfig(_Section, frozen=True, kw_only=True):
+    """Where state lives: absent url, the SQLite file in the state directory; a
+    `postgresql://user@host:port/db` url, a database shared by several hosts. The
+    password is never written here: `passwordEnv` names the variable holding it."""
+
+    url: Annotated[str, Rule(_postgresql_only)] | None = None
+    password_env: EnvName | None = None
+
+
+class HostConfig(_Section, frozen=True, kw_only=True):
+    """This host's identity in a fleet sharing a PostgreSQL store (unused on SQLite)."""
+
+    name: Annotated[str, Rule(_host_name)] | None = None  # default: the machine's hostname
+    lease_seconds: Annotated[Seconds, Meta(ge=2, le=3600)] = 30.0
+    max_sessions: Annotated[int, Meta(ge=1, le=100000)] = 20
+
+    def effective_name(self) -> str:
+        import socket
+
+        return self.name or socket.gethostname()
+
+
 class Config(_Section, frozen=True, kw_only=True):
     state_dir: Path | None = None
+    store: StoreConfig = msgspec.field(default_factory=StoreConfig)
+    host: HostConfig = msgspec.field(default_factory=HostConfig)
     tracker: Literal["local", "github"] = "local"
     github: GitHubConfig = msgspec.field(default_factory=GitHubConfig)
     authorized_actors: list[str] = []

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from .tables import Database, utcnow_iso
+from .tables import TableStore, utcnow_iso
 
 __all__ = ["Deliveries", "KeptState"]
 
@@ -17,7 +17,7 @@ KeptState = Literal["processed", "skipped"]
 
 
 class Deliveries:
-    def __init__(self, store: Database) -> None:
+    def __init__(self, store: TableStore) -> None:
         self._store = store
 
     def claim(self, delivery_id: str, *, reclaim_in_flight: bool = False) -> bool:
@@ -30,8 +30,8 @@ class Deliveries:
         now = utcnow_iso()
         with self._store.transaction() as conn:
             cur = conn.execute(
-                "INSERT OR IGNORE INTO deliveries(delivery_id, state, updated_at) "
-                "VALUES (?, 'claimed', ?)",
+                "INSERT INTO deliveries(delivery_id, state, updated_at) "
+                "VALUES (?, 'claimed', ?) ON CONFLICT(delivery_id) DO NOTHING",
                 (delivery_id, now),
             )
             if cur.rowcount:

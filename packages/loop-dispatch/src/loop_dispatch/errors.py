@@ -1,13 +1,34 @@
-"""The root of loop_dispatch's exceptions: `except DispatchError` catches every one.
+"""The root of loop_dispatch's exceptions, and the one error a store raises when it
+cannot be used (on either backend).
 
-It lives in its own module, importing nothing, so that every module (the cheap model
-as much as the store) can derive from it without an import circle.
+`except DispatchError` catches every exception of the package. This module imports
+nothing of the package, so every module (the cheap model as much as the store) can
+derive from it without an import circle.
 """
 
 from __future__ import annotations
 
-__all__ = ["DispatchError"]
+from pathlib import Path
+
+__all__ = ["DispatchError", "StoreError", "one_line"]
 
 
 class DispatchError(Exception):
     """An expected failure of loop_dispatch (bad ref, lock, store, lost ground...)."""
+
+
+class StoreError(DispatchError):
+    """The store cannot be used: corrupt, not SQLite, newer schema, unreachable server.
+
+    `str(err)` is one line naming the file (or the database URL, without any password)
+    and what is wrong.
+    """
+
+    def __init__(self, path: Path | str, reason: str) -> None:
+        super().__init__(f"state store {path}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+def one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__

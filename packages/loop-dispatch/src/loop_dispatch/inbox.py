@@ -20,6 +20,7 @@ LOCKED` queue: the claim is `UPDATE inbox SET state='claimed', lease... WHERE se
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 import socket
@@ -31,9 +32,8 @@ from typing import TYPE_CHECKING, Any
 from .model import Event
 
 if TYPE_CHECKING:
-    import sqlite3
-
-    from .tables import Database
+    from .database import Connection
+    from .tables import TableStore
 
 __all__ = [
     "OPEN_STATES",
@@ -234,7 +234,7 @@ class Retry:
 class Inbox:
     """The inbox table of a Store. Every method is one transaction."""
 
-    def __init__(self, store: Database, *, clock: Clock = _utcnow) -> None:
+    def __init__(self, store: TableStore, *, clock: Clock = _utcnow) -> None:
         self._store = store
         self._clock = clock
 
@@ -246,7 +246,7 @@ class Inbox:
         events: Iterable[Event],
         baseline: Iterable[str | tuple[str, str]] = (),
         *,
-        conn: sqlite3.Connection | None = None,
+        conn: Connection | None = None,
         over_baseline: bool = False,
     ) -> list[Event]:
         """Commit `events` (pending, due now) and `baseline` ids; returns the new events.
@@ -266,7 +266,7 @@ class Inbox:
 
     def _accept(
         self,
-        conn: sqlite3.Connection,
+        conn: Connection,
         source: str,
         events: list[Event],
         baseline: Iterable[str | tuple[str, str]],
@@ -322,7 +322,7 @@ class Inbox:
         limit: int,
         lease_seconds: float,
         alive: Callable[[str], bool] = owner_alive,
-    ) -> list[InboxEntry]:
+    ) -> builtins.list[InboxEntry]:
         """Lease up to `limit` due queue heads to `owner`, oldest first.
 
         A claim whose lease ran out, or whose owner is a process of this host that is

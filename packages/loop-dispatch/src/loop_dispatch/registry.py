@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .model import RefError, WorkItemRef
-from .tables import Database, StoreError, utcnow_iso
+from .tables import StoreError, TableStore, utcnow_iso
 
 __all__ = ["Registry", "SessionRecord", "SessionStatus", "SpawnRecord"]
 
@@ -29,7 +29,12 @@ _COLUMNS = (
 )
 _SELECT = "SELECT " + _COLUMNS + " FROM sessions"  # noqa: S608 (constant column list)
 _PLACEHOLDERS = ", ".join("?" * 9)
-_INSERT = f"INSERT OR REPLACE INTO sessions({_COLUMNS}) VALUES ({_PLACEHOLDERS})"  # noqa: S608
+# A record replaced whole (the same SQL on SQLite and PostgreSQL).
+_INSERT = (
+    f"INSERT INTO sessions({_COLUMNS}) VALUES ({_PLACEHOLDERS}) "  # noqa: S608
+    "ON CONFLICT(work_item) DO UPDATE SET "
+    + ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS.split(", ")[1:])
+)
 
 
 @dataclass(frozen=True)
@@ -78,7 +83,7 @@ def slug_owner(slug: str) -> WorkItemRef | None:
 class Registry:
     """Registry operations over a Store; each change is one transaction."""
 
-    def __init__(self, store: Database) -> None:
+    def __init__(self, store: TableStore) -> None:
         self._store = store
 
     def _row_to_record(

@@ -1,45 +1,37 @@
 """What the store's tables (registry, deliveries, inbox) need of the store.
 
 The store builds its tables, so a table module that imported `store` back would close
-an import circle. Tables see the store through `Database` (a typing Protocol naming
-only what they call) and take `StoreError` and `utcnow_iso` from here; `store`
-re-exports both, so `from loop_dispatch.store import StoreError` keeps working.
+an import circle. Tables see the store through `TableStore` (a typing Protocol naming
+only what they call) and take `utcnow_iso` from here (`store` re-exports it, so
+`from loop_dispatch.store import utcnow_iso` keeps working); `StoreError` lives in
+`errors`.
 """
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from .errors import DispatchError
+from .errors import StoreError
 
-__all__ = ["Database", "StoreError", "utcnow_iso"]
+if TYPE_CHECKING:
+    from .database import Connection
 
-
-class Database(Protocol):
-    """The store as its tables use it: its file, a write transaction and a read."""
-
-    path: Path
-
-    def transaction(self) -> AbstractContextManager[sqlite3.Connection]: ...
-
-    def query(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]: ...
+__all__ = ["StoreError", "TableStore", "utcnow_iso"]
 
 
-class StoreError(DispatchError):
-    """The state file cannot be used: corrupt, not SQLite, newer schema, unwritable.
+class TableStore(Protocol):
+    """The store as its tables use it: where it is, a write transaction and a read."""
 
-    `str(err)` is one line naming the file and what is wrong.
-    """
+    @property
+    def path(self) -> Path | str: ...
 
-    def __init__(self, path: Path, reason: str) -> None:
-        super().__init__(f"state store {path}: {reason}")
-        self.path = path
-        self.reason = reason
+    def transaction(self) -> AbstractContextManager[Connection]: ...
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[Any]: ...
 
 
 def utcnow_iso() -> str:
