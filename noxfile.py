@@ -91,7 +91,9 @@ def lint(session: nox.Session) -> None:
     the layering contracts (lint-imports); the settings live in the root pyproject.toml."""
     # Each package with the extras its sources import (psycopg for the PostgreSQL store),
     # so mypy sees every library's types.
-    packages = [p + ("[postgresql]" if p.endswith("loop-dispatch") else "") for p in _local(*PACKAGES)]
+    packages = [
+        p + ("[postgresql]" if p.endswith("loop-dispatch") else "") for p in _local(*PACKAGES)
+    ]
     session.install(*LINT_TOOLS, "pytest>=8", *packages)
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
