@@ -7,6 +7,7 @@ directory and an environment mapping. See docs/tmux.md.
 from __future__ import annotations
 
 from .client import Tmux
+from .environment import ALLOWED_NAMES, allowlisted
 from .errors import TmuxCapabilityWarning, TmuxUnavailable
 from .names import SESSION_NAME_RE, TERMINATE_NAME_RE, check_name
 from .paste import neutralise
@@ -17,6 +18,7 @@ from .versions import NEW_SESSION_ENV, RESPAWN_PANE_ENV, parse_version
 __version__ = "0.1.0"
 
 __all__ = [
+    "ALLOWED_NAMES",
     "NEW_SESSION_ENV",
     "RESPAWN_PANE_ENV",
     "SESSION_NAME_RE",
@@ -30,6 +32,7 @@ __all__ = [
     "Tmux",
     "TmuxCapabilityWarning",
     "TmuxUnavailable",
+    "allowlisted",
     "check_name",
     "neutralise",
     "parse_version",

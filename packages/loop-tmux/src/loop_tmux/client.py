@@ -39,6 +39,11 @@ class Tmux:
     ``timeout`` everything else, and each call may override them. ``width``/``height``
     size new sessions; ``history_limit`` sets the SERVER-GLOBAL history-limit before each
     spawn (tmux reads it when a pane is created), so use it with a dedicated socket.
+
+    ``server_env`` (see `environment.allowlisted`) is the whole environment every tmux
+    client runs with, so a server this client starts holds only it; each spawn also
+    empties the server's ``update-environment``, so an attaching client adds nothing.
+    None keeps the caller's environment (minus TMUX), as tmux itself would.
     """
 
     def __init__(
@@ -54,6 +59,7 @@ class Tmux:
         height: int | None = None,
         history_limit: int | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        server_env: Mapping[str, str] | None = None,
     ) -> None:
         if socket_name is not None and socket_path is not None:
             raise ValueError("give socket_name or socket_path, not both")
@@ -66,6 +72,7 @@ class Tmux:
         self.height = height
         self.history_limit = history_limit
         self._sleep = sleep
+        self.server_env = None if server_env is None else dict(server_env)
         self._base = [binary]
         if socket_name is not None:
             self._base += ["-L", socket_name]
@@ -87,7 +94,12 @@ class Tmux:
     def _run(
         self, args: Sequence[str], timeout: float | None = None, stdin: bytes | None = None
     ) -> runner.Answer:
-        return runner.run([*self._base, *args], self.timeout if timeout is None else timeout, stdin)
+        return runner.run(
+            [*self._base, *args],
+            self.timeout if timeout is None else timeout,
+            stdin,
+            env=self.server_env,
+        )
 
     def version(self) -> tuple[int, int] | None:
         """(major, minor) of the tmux binary, read once per client; None if unknown."""
@@ -344,12 +356,15 @@ class Tmux:
         tail = [keep]
         if token is not None:
             tail.append(["set-option", "-t", naming.pane_target(name), TOKEN_OPTION, token])
-        if self.history_limit is None:
-            return self._run(commands.chain(new, *tail))
-        # history-limit is read when a pane is created, so it must be set before
-        # new-session, and only the server-global value is there yet.
-        limit = ["set-option", "-g", "history-limit", str(self.history_limit)]
-        return self._run(commands.chain(limit, new, *tail))
+        head: list[list[str]] = []
+        if self.server_env is not None:
+            # Before new-session: the session is created without any client variable.
+            head.append(["set-option", "-g", "update-environment", ""])
+        if self.history_limit is not None:
+            # history-limit is read when a pane is created, so it must be set before
+            # new-session, and only the server-global value is there yet.
+            head.append(["set-option", "-g", "history-limit", str(self.history_limit)])
+        return self._run(commands.chain(*head, new, *tail))
 
     @staticmethod
     def _spawned(answer: runner.Answer, cleared: bool) -> SpawnResult:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 # tmux's own texts (3.3a; older spellings kept) meaning "there is no such session".
@@ -71,17 +71,24 @@ def is_transient(answer: Answer) -> bool:
     return any(text in answer.stderr for text in _TRANSIENT_TEXTS)
 
 
-def tmux_environ() -> dict[str, str]:
-    """The environment tmux clients run with: ours, minus TMUX and TMUX_PANE.
+def tmux_environ(base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment tmux clients run with: `base` (default ours), minus TMUX and
+    TMUX_PANE.
 
     With TMUX set, a tmux client without -L/-S talks to the server named there, so the
     "default server" would depend on where the-loop happens to run.
     """
-    return {k: v for k, v in os.environ.items() if k not in _STRIPPED_ENV}
+    source = os.environ if base is None else base
+    return {k: v for k, v in source.items() if k not in _STRIPPED_ENV}
 
 
-def run(argv: Sequence[str], timeout: float, stdin: bytes | None = None) -> Answer:
-    """Run a tmux command line; never raises for tmux's failures."""
+def run(
+    argv: Sequence[str],
+    timeout: float,
+    stdin: bytes | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Answer:
+    """Run a tmux command line (with `env` when given); never raises for tmux's failures."""
     try:
         done = subprocess.run(
             list(argv),
@@ -89,7 +96,7 @@ def run(argv: Sequence[str], timeout: float, stdin: bytes | None = None) -> Answ
             stdin=None if stdin is not None else subprocess.DEVNULL,
             capture_output=True,
             timeout=timeout,
-            env=tmux_environ(),
+            env=tmux_environ(env),
             check=False,
         )
     except subprocess.TimeoutExpired:
