@@ -107,6 +107,8 @@ class HarnessConfig(_Section):
     # harness that dies sooner (bad flag, unknown conversation) is caught, and a failed
     # resume falls back to a fresh conversation. Raise it for a harness slow to fail.
     survival_seconds: float = Field(default=1.0, ge=0, le=60, allow_inf_nan=False)
+    # issue 10: names an agent may see beyond the allowlist (see docs/security.md).
+    pass_env: list[EnvName] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _fits_adapter(self) -> HarnessConfig:
@@ -224,6 +226,13 @@ class Config(_Section):
     def _tracker_needs(self) -> Config:
         if self.tracker == "github" and not self.github.repositories:
             raise ValueError("tracker github needs at least one github.repositories entry")
+        # issue 10: the daemon's credentials never reach an agent, even when asked.
+        for name in self.harness.pass_env:
+            if name in (self.github.token_env, self.webhook.secret_env):
+                raise ValueError(
+                    f"harness.passEnv: {name} is a credential of the daemon "
+                    "(github.tokenEnv / webhook.secretEnv) and never reaches an agent"
+                )
         return self
 
     def max_attempts(self) -> int:

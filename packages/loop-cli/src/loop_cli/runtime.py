@@ -127,7 +127,13 @@ class Runtime:
     def tmux(self) -> Tmux:
         from loop_tmux import Tmux
 
-        return Tmux(socket_name=self.config.routing.tmux_socket)
+        from .agent_env import server_environment
+
+        # A server started by this process holds only the allowlist (docs/security.md).
+        return Tmux(
+            socket_name=self.config.routing.tmux_socket,
+            server_env=server_environment(self.config),
+        )
 
     @cached_property
     def adapter(self) -> Any:

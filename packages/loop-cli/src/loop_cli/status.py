@@ -55,7 +55,25 @@ def collect_status(rt: Runtime, now: datetime | None = None) -> dict[str, Any]:
     block = status_block(cfg, [r for r in records if r.active], fleet)
     if block is not None:
         status[ENV_BLOCK] = block
+    status["credentialExposure"] = credential_exposure(rt, fleet)
     return status
+
+
+def credential_exposure(rt: Runtime, fleet: Fleet) -> dict[str, Any]:
+    """Where an agent can read a daemon credential (fingerprints only); never fails
+    the status: a tmux that does not answer is reported as not checked."""
+    from loop_tmux import TmuxUnavailable
+
+    from .agent_env import exposure_summary, exposures
+
+    if fleet.error is not None:
+        return {"count": 0, "items": [], "error": fleet.error}
+    try:
+        glob = rt.tmux.global_environment()
+    except TmuxUnavailable as exc:
+        return {"count": 0, "items": [], "error": str(exc) or "tmux did not answer"}
+    panes = [p for group in fleet.panes.values() for p in group]
+    return exposure_summary(exposures(rt.config, glob, panes))
 
 
 def _service_row(
@@ -141,6 +159,12 @@ def render_text(status: dict[str, Any]) -> str:
         line = inbox_line(status["inbox"])
         if line:
             lines.append(line)
+    exposed = status.get("credentialExposure") or {}
+    if exposed.get("count"):
+        lines.append(
+            f"WARNING:   {exposed['count']} daemon credential exposure(s) to agents: "
+            "`the-loop env doctor` (restart the tmux server to clear; see docs/security.md)"
+        )
     block = status.get(ENV_BLOCK)
     if block is not None:
         if block.get("line"):

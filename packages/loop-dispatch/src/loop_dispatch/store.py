@@ -129,7 +129,71 @@ CORE_MIGRATIONS: list[str] = [
     );
     CREATE INDEX spawn_tokens_by_item ON spawn_tokens (work_item);
     """,
+    # v3: GitHub refs are canonical lower case (issue 10). Case variants of one item or
+    # one delivery (a poller that used the configured spelling, a webhook GitHub's) are
+    # merged: the row that got furthest is kept. Stored slugs and tmux names are kept
+    # (never re-derived), so a running session keeps its name.
+    """
+    DELETE FROM sessions WHERE work_item LIKE 'github:%' AND EXISTS (
+        SELECT 1 FROM sessions o
+        WHERE lower(o.work_item) = lower(sessions.work_item) AND o.rowid <> sessions.rowid
+          AND ((o.status = 'active') > (sessions.status = 'active')
+               OR ((o.status = 'active') = (sessions.status = 'active')
+                   AND (o.updated_at > sessions.updated_at
+                        OR (o.updated_at = sessions.updated_at AND o.rowid > sessions.rowid)))));
+    UPDATE sessions SET work_item = lower(work_item) WHERE work_item LIKE 'github:%';
+    DELETE FROM deliveries WHERE EXISTS (
+        SELECT 1 FROM deliveries o
+        WHERE {canon_o} = {canon_d} AND o.rowid <> deliveries.rowid
+          AND ({rank_o_deliveries} > {rank_d_deliveries}
+               OR ({rank_o_deliveries} = {rank_d_deliveries} AND o.rowid < deliveries.rowid)));
+    UPDATE deliveries SET delivery_id = {canon_plain};
+    DELETE FROM inbox WHERE EXISTS (
+        SELECT 1 FROM inbox o
+        WHERE {canon_o} = {canon_i} AND o.seq <> inbox.seq
+          AND ({rank_o_inbox} > {rank_i_inbox}
+               OR ({rank_o_inbox} = {rank_i_inbox} AND o.seq < inbox.seq)));
+    UPDATE inbox SET
+        delivery_id = {canon_plain},
+        work_item = CASE WHEN work_item LIKE 'github:%' THEN lower(work_item) ELSE work_item END,
+        event = CASE WHEN event IS NOT NULL AND json_valid(event) THEN json_set(
+                    event, '$.deliveryId', {canon_plain},
+                    '$.workItem', CASE WHEN work_item LIKE 'github:%' THEN lower(work_item)
+                                       ELSE work_item END)
+                ELSE event END;
+    UPDATE spawn_tokens SET work_item = lower(work_item) WHERE work_item LIKE 'github:%';
+    """,
 ]
+
+
+def _canonical_id(col: str) -> str:
+    """SQL: a GitHub delivery id with its OWNER/REPO lower-cased (the rest kept)."""
+    return (
+        f"(CASE WHEN {col} LIKE 'closed:github:%' AND instr({col}, '#') > 0 "
+        f"THEN lower(substr({col}, 1, instr({col}, '#'))) || substr({col}, instr({col}, '#') + 1) "
+        f"WHEN {col} LIKE 'comment:github:%' OR {col} LIKE 'opened:github:%' THEN lower({col}) "
+        f"ELSE {col} END)"
+    )
+
+
+def _rank(table: str, order: tuple[str, ...]) -> str:
+    """SQL: how far a row got (the later in `order`, the further), for merging."""
+    whens = " ".join(f"WHEN '{state}' THEN {i + 1}" for i, state in enumerate(order))
+    return f"(CASE {table}.state {whens} ELSE 0 END)"
+
+
+_DELIVERY_ORDER = ("claimed", "skipped", "processed")
+_INBOX_ORDER = ("pending", "claimed", "given_up", "baseline", "done")
+CORE_MIGRATIONS[2] = CORE_MIGRATIONS[2].format(
+    canon_o=_canonical_id("o.delivery_id"),
+    canon_d=_canonical_id("deliveries.delivery_id"),
+    canon_i=_canonical_id("inbox.delivery_id"),
+    canon_plain=_canonical_id("delivery_id"),
+    rank_o_deliveries=_rank("o", _DELIVERY_ORDER),
+    rank_d_deliveries=_rank("deliveries", _DELIVERY_ORDER),
+    rank_o_inbox=_rank("o", _INBOX_ORDER),
+    rank_i_inbox=_rank("inbox", _INBOX_ORDER),
+)
 
 
 class StoreError(Exception):

@@ -17,12 +17,9 @@ __all__ = [
     "IssueInfo",
     "ParseError",
     "carries_marker",
-    "closed_delivery_id",
-    "opened_delivery_id",
     "parse_comment",
     "parse_issue",
     "parse_time",
-    "source_name",
 ]
 
 # the-loop marks what it writes with a hidden HTML comment; such a comment is never a
@@ -58,22 +55,6 @@ class CommentInfo:
     url: str
     created_at: datetime
     updated_at: datetime
-
-
-def source_name(repository: str) -> str:
-    """The `source` part of a GitHub comment's delivery id: `github:OWNER/REPO`."""
-    return f"github:{repository}"
-
-
-def opened_delivery_id(repository: str, number: int) -> str:
-    """One opening per item: the poller and the webhook derive the same id."""
-    return f"opened:github:{repository}#{number}"
-
-
-def closed_delivery_id(repository: str, number: int, closed_at: datetime | None) -> str:
-    """One id per closing (a reopened and re-closed item closes again)."""
-    stamp = closed_at.strftime("%Y%m%dT%H%M%SZ") if closed_at else "unknown"
-    return f"closed:github:{repository}#{number}:{stamp}"
 
 
 def carries_marker(body: str) -> bool:
