@@ -397,8 +397,10 @@ def parse_text(text: str, path: Path) -> Config:
     """Validate YAML text; `path` is named in every error line."""
     import yaml  # only when there is a file to read
 
+    from .yamlload import load_yaml
+
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml(text)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)

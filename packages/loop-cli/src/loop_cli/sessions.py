@@ -43,6 +43,25 @@ def list_rows(rt: Runtime) -> list[dict[str, Any]]:
     return rows
 
 
+def quarantine_lines(rt: Runtime) -> list[str]:
+    """One line per stored session row that does not load, naming it and the remedy."""
+    if not rt.has_state:
+        return []
+    return [q.line() for q in rt.store.registry.quarantined()]
+
+
+def reset_quarantined(rt: Runtime, keys: list[str]) -> list[str]:
+    """Remove quarantined rows by their raw text (no tmux target is derived from them)."""
+    known = {q.key for q in rt.store.registry.quarantined()} if rt.has_state else set()
+    done = []
+    for key in keys:
+        if key not in known:
+            raise UsageError(f"{key!r} is neither a work item ref nor a quarantined row")
+        if rt.store.registry.reset_key(key):
+            done.append(key)
+    return done
+
+
 def start(rt: Runtime, ref: WorkItemRef) -> dict[str, Any]:
     """Start (or confirm) the item's session; a GitHub item becomes watched by it.
 

@@ -33,7 +33,7 @@ def collect_status(rt: Runtime, now: datetime | None = None) -> dict[str, Any]:
     beats = {name: heartbeat.read(rt.store, name) for name in SERVICES} if rt.has_state else {}
     services = [_service_row(name, enabled[name], beats.get(name), now) for name in SERVICES]
     poll_hb = beats.get("poller")
-    records = rt.store.registry.list() if rt.has_state else []
+    records, quarantined = rt.store.registry.scan() if rt.has_state else ([], [])
     fleet = read_fleet(rt.tmux)
     status: dict[str, Any] = {
         "version": rt.version,
@@ -50,6 +50,7 @@ def collect_status(rt: Runtime, now: datetime | None = None) -> dict[str, Any]:
         "lastPollCycle": (poll_hb.detail.get("lastCycle") if poll_hb else None),
         "sessions": session_counts(records, fleet),
         "inbox": rt.store.inbox.summary() if rt.has_state else None,
+        "quarantined": [q.line() for q in quarantined],
         "ok": all(s["running"] for s in services if s["enabled"]),
     }
     block = status_block(cfg, [r for r in records if r.active], fleet)
@@ -159,6 +160,7 @@ def render_text(status: dict[str, Any]) -> str:
         line = inbox_line(status["inbox"])
         if line:
             lines.append(line)
+    lines += [f"store:     {line}" for line in status.get("quarantined", [])]
     exposed = status.get("credentialExposure") or {}
     if exposed.get("count"):
         lines.append(
@@ -171,7 +173,9 @@ def render_text(status: dict[str, Any]) -> str:
             lines.append(block["line"])
         elif block.get("error"):
             lines.append(f"env file:  drift not checked: {block['error']}")
-    return "\n".join(lines)
+    from .terminal import printable
+
+    return printable("\n".join(lines), lines=True)
 
 
 def inbox_line(summary: dict[str, Any]) -> str | None:
