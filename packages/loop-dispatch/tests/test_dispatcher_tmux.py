@@ -183,7 +183,8 @@ def test_a_body_too_long_for_a_tmux_command_still_spawns_and_respawns(
     record = store.registry.get(REF)
     start = wait_for(_started(read_conversation, convo, record.conversation_id))[0]
     assert start["prompt"] == spawn_prompt(first)[0]
-    assert first.url in start["prompt"].split("\n")[-1]
+    # a local item has no page: the note names the command that shows it whole
+    assert f"the-loop item show {REF}" in start["prompt"].split("\n")[-1]
     assert events.read("session.spawned")[0]["detail"]["cut_chars"] > 0
 
     pasted = make_event(REF, body=long_body)

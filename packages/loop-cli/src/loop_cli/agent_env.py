@@ -25,9 +25,16 @@ if TYPE_CHECKING:
 __all__ = ["Exposure", "credential_names", "exposure_summary", "exposures", "server_environment"]
 
 
+SLACK_URL_VAR = "THE_LOOP_SLACK_WEBHOOK_URL"
+"""`status --post` reads its Slack URL (a bearer capability) from here."""
+OWN_NAMES = ("THE_LOOP_CONFIG", "THE_LOOP_DEMO_AGENT_DIR")
+"""the-loop's own non-secret names an agent may inherit from the daemon."""
+
+
 def credential_names(config: Config) -> tuple[str, ...]:
     """The daemon's credential variables (their NAMES), in a stable order."""
-    return tuple(dict.fromkeys((config.github.token_env, config.webhook.secret_env)))
+    names = (config.github.token_env, config.webhook.secret_env, SLACK_URL_VAR)
+    return tuple(dict.fromkeys(names))
 
 
 def server_environment(config: Config, environ: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -35,7 +42,8 @@ def server_environment(config: Config, environ: Mapping[str, str] | None = None)
     `harness.passEnv`, never a credential name."""
     from loop_tmux import allowlisted
 
-    env = allowlisted(os.environ if environ is None else environ, config.harness.pass_env)
+    extra = [*OWN_NAMES, *config.harness.pass_env]
+    env = allowlisted(os.environ if environ is None else environ, extra)
     for name in credential_names(config):
         env.pop(name, None)
     return env

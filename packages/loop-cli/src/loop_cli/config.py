@@ -186,6 +186,11 @@ class WebhookConfig(_Section):
     port: int = Field(default=8787, ge=1, le=65535)
     secret_env: EnvName = "THE_LOOP_WEBHOOK_SECRET"  # noqa: S105 (a variable NAME)
     max_body_bytes: int = Field(default=25 * 1024 * 1024, ge=1024)
+    # issue 10: receiver limits against slow and half-open connections (docs/security.md).
+    header_timeout_seconds: float = Field(default=10.0, gt=0, le=300, allow_inf_nan=False)
+    body_timeout_seconds: float = Field(default=30.0, gt=0, le=600, allow_inf_nan=False)
+    keep_alive_seconds: float = Field(default=5.0, ge=1, le=300, allow_inf_nan=False)
+    max_connections: int = Field(default=2048, ge=1, le=65536)
 
 
 class EnvConfig(_Section):
