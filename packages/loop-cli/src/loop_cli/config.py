@@ -409,9 +409,10 @@ def parse_text(text: str, path: Path) -> Config:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
-        raise ConfigError([f"{where}: YAML syntax error: {exc.problem or exc}"]) from None
+        problem = " ".join(str(exc.problem or exc).split())
+        raise ConfigError([f"{where}: YAML syntax error: {problem}"]) from None
     except yaml.YAMLError as exc:
-        raise ConfigError([f"{path}: YAML error: {exc}"]) from None
+        raise ConfigError([f"{path}: YAML error: {' '.join(str(exc).split())}"]) from None
     if data is None:
         data = {}
     if not isinstance(data, dict):
