@@ -102,3 +102,14 @@ def test_a_number_that_could_not_be_read_back_is_a_400() -> None:
     with pytest.raises(PayloadError, match="number") as caught:
         to_event("issues", payload, rules)
     assert "\n" not in str(caught.value)
+
+
+def test_display_keeps_the_configured_spelling() -> None:
+    from loop_cli.sessions import display_ref
+    from loop_dispatch import WorkItemRef
+
+    ref = WorkItemRef("github", "Acme/Widgets", 4)
+    assert str(ref) == "github:acme/widgets#4"
+    assert display_ref(ref, ["ACME/widgets"]) == "github:ACME/widgets#4"
+    assert display_ref(ref, ["other/repo"]) == "github:acme/widgets#4"
+    assert display_ref(WorkItemRef("local", "Proj", 1), []) == "local:Proj#1"

@@ -21,14 +21,26 @@ if TYPE_CHECKING:
 START_PROMPT = "Session started by {actor} with `the-loop sessions start`."
 
 
+def display_ref(ref: WorkItemRef, repositories: list[str]) -> str:
+    """The ref as the operator wrote its repository in `github.repositories` (refs are
+    canonical lower case; what a human reads keeps the configured spelling)."""
+    if ref.source == "github":
+        for name in repositories:
+            if name.lower() == ref.project:
+                return f"github:{name}#{ref.number}"
+    return str(ref)
+
+
 def list_rows(rt: Runtime) -> list[dict[str, Any]]:
     """One row per registered session, with its presence from one fleet read."""
     fleet = read_fleet(rt.tmux)
     rows = []
+    repositories = list(rt.config.github.repositories)
     for rec in rt.store.registry.list() if rt.has_state else []:
         rows.append(
             {
                 "ref": str(rec.work_item),
+                "displayRef": display_ref(rec.work_item, repositories),
                 "tmuxName": rec.tmux_name,
                 "status": rec.status,
                 "presence": fleet.presence(rec.tmux_name),

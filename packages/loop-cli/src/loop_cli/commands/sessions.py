@@ -47,7 +47,7 @@ def list_(ctx: click.Context, fmt: str) -> None:
         table(
             [
                 [
-                    r["ref"],
+                    r["displayRef"],
                     r["tmuxName"],
                     r["status"],
                     r["presence"],
