@@ -91,7 +91,8 @@ def test_migration_merges_case_variants_of_one_item_and_one_delivery(tmp_path: P
             (delivery, item, "github", state, _event(delivery, item), old, old, old),
         )
     conn.execute(
-        "INSERT INTO spawn_tokens VALUES ('t1', 'github:Acme/Widgets#2', NULL, 'g', '/', ?)",
+        "INSERT INTO spawn_tokens (token, work_item, conversation_id, harness, cwd, created_at)"
+        " VALUES ('t1', 'github:Acme/Widgets#2', NULL, 'g', '/', ?)",
         (old,),
     )
     conn.commit()

@@ -186,7 +186,15 @@ class Runtime:
             lease_seconds=cfg.lease_seconds,
             watch=watch,
             on_settled=on_settled,
+            paste_gate=self.paste_gate,
         )
+
+    @cached_property
+    def paste_gate(self) -> Any:
+        """Shared by the dispatcher and the drain: a kill repeats at most one paste."""
+        from loop_dispatch.pastegate import PasteGate
+
+        return PasteGate()
 
     @cached_property
     def dispatcher(self) -> Any:
@@ -204,6 +212,7 @@ class Runtime:
             lock_timeout=self.config.routing.dispatch_timeout_seconds,
             survival_delay=self.config.harness.survival_seconds,
             kill_harness_on_close=self.config.sessions.kill_harness_on_close,
+            paste_gate=self.paste_gate,
         )
 
     def check_launch(self) -> None:

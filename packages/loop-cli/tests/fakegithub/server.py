@@ -59,6 +59,8 @@ class FakeRepo:
     name: str
     issues: dict[int, FakeIssue] = field(default_factory=dict)
     comments: list[FakeComment] = field(default_factory=list)
+    # Issue events (GET /repos/o/r/issues/N/events): (number, event, label, created_at).
+    issue_events: list[tuple[int, str, str, datetime]] = field(default_factory=list)
 
 
 class FakeGitHub:
@@ -132,6 +134,7 @@ class FakeGitHub:
             issue = repo.issues[number]
             issue.labels.add(label)
             issue.updated_at = at
+            repo.issue_events.append((number, "labeled", label, at))
 
     def close(self, full_name: str, number: int) -> None:
         repo = self.repo(full_name)
@@ -281,6 +284,21 @@ class FakeGitHub:
                 rows = self._list_issues(repo, params)
             elif parts[4:] == ["comments"]:
                 rows = self._list_comments(repo, params, None, visible_before)
+            elif len(parts) == 6 and parts[5] == "events":
+                number = int(parts[4])
+                if number not in repo.issues:
+                    raise LookupError(number)
+                rows = [
+                    {
+                        "id": k + 1,
+                        "event": kind,
+                        "label": {"name": label},
+                        "created_at": iso(at),
+                        "actor": {"login": "someone"},
+                    }
+                    for k, (n, kind, label, at) in enumerate(repo.issue_events)
+                    if n == number
+                ]
             elif len(parts) == 6 and parts[5] == "comments":
                 number = int(parts[4])
                 if number not in repo.issues:

@@ -38,7 +38,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from loop_tmux import Presence, SpawnOutcome, SpawnResult, Tmux, TmuxUnavailable
+from loop_tmux import DeliverResult, Presence, SpawnOutcome, SpawnResult, Tmux, TmuxUnavailable
 
 from .adapters import HarnessAdapter, new_conversation_id
 from .eventlog import EventLog
@@ -46,6 +46,7 @@ from .framing import frame, spawn_prompt
 from .launch import Launcher, default_launcher
 from .lock import LockTimeout, LockUnavailable, item_lock
 from .model import Event, EventKind, WorkItemRef
+from .pastegate import PasteGate
 from .registry import SessionRecord
 from .store import Store, StoreError
 
@@ -128,6 +129,7 @@ class Dispatcher:
         terminate_grace: float = 5.0,
         lock_timeout: float | None = None,
         kill_harness_on_close: bool = True,
+        paste_gate: PasteGate | None = None,
     ) -> None:
         self.store = store
         self.tmux = tmux
@@ -141,6 +143,7 @@ class Dispatcher:
         self.terminate_grace = terminate_grace
         self.lock_timeout = lock_timeout
         self.kill_harness_on_close = kill_harness_on_close
+        self.paste_gate = paste_gate
 
     # -- entry points ----------------------------------------------------------------
 
@@ -184,7 +187,19 @@ class Dispatcher:
         except Exception as exc:  # an unexpected fault must not strand the claim
             outcome = _failed("internal_error", f"{type(exc).__name__}: {_one_line(str(exc))}")
             self._emit_failed(event, outcome, level="error")
-        self._settle(event, outcome)
+        try:
+            self._settle(event, outcome)
+        except Exception as exc:
+            # The work is done (a paste may have landed): report the outcome anyway, so
+            # the caller settles its own record rather than pasting again.
+            self._emit(
+                "dispatch.settle_failed",
+                event,
+                event.work_item,
+                "error",
+                reason=outcome.reason,
+                error=f"{type(exc).__name__}: {_one_line(str(exc))}",
+            )
         return outcome
 
     def start(
@@ -266,9 +281,52 @@ class Dispatcher:
         if event.kind is EventKind.CLOSED:
             return self._close(event.work_item, event.delivery_id)
         record = self.store.registry.get(event.work_item)
+        carried = self._carried_by_spawn(event, record)
+        if carried is not None:
+            return carried
         if record is None or not record.active:
             return self._first_spawn(event, record)
         return self._deliver(record, event)
+
+    # -- 1b. an earlier attempt's harness already holds the event ----------------------------
+
+    def _carried_by_spawn(self, event: Event, record: SessionRecord | None) -> Outcome | None:
+        """An earlier attempt of this very event started a harness with it as its prompt
+        (the attempt was killed before its settle, or tmux carried the spawn out late):
+        that live harness holds the event already, so it is adopted, never pasted into.
+
+        One indexed store lookup for every event; tmux is asked only when the lookup
+        finds a spawn of this event. None: take the ordinary path.
+        """
+        ref = event.work_item
+        tokens = self.store.registry.tokens_carrying(ref, event.delivery_id)
+        if not tokens:
+            return None
+        name = record.tmux_name if record is not None else ref.tmux_name()
+        token = self.tmux.session_token(name)  # TmuxUnavailable: a transient failure
+        if token not in tokens or self.tmux.probe(name) is not Presence.LIVE:
+            return None  # that harness is gone (or never came): deliver as usual
+        spawned = self.store.registry.token_spawn(ref, token)
+        if spawned is None:  # the token row went with a reset: ordinary path
+            return None
+        if record is None or not record.active or record.conversation_id != spawned.conversation_id:
+            adopted = self.store.registry.register(
+                ref,
+                harness=spawned.harness,
+                conversation_id=spawned.conversation_id,
+                cwd=spawned.cwd,
+            )
+            self._emit(
+                "session.adopted",
+                event,
+                ref,
+                tmux_name=adopted.tmux_name,
+                conversation_id=adopted.conversation_id,
+                harness=adopted.harness,
+                carried=True,
+            )
+        self._emit("dispatch.carried", event, ref, tmux_name=name, token_matched=True)
+        return _processed("carried_by_spawn")
 
     # -- 2. first spawn --------------------------------------------------------------------
 
@@ -281,7 +339,7 @@ class Dispatcher:
         )
         prompt, cut = spawn_prompt(event)
         argv = self.adapter.fresh_argv(prompt, conversation)
-        result = self._spawn(record, argv)
+        result = self._spawn(record, argv, delivery_id=event.delivery_id)
         if result.outcome is SpawnOutcome.SPAWNED and self._exited_at_once(record):
             # Nothing ran: the event is not used up. The dead pane keeps its scrollback
             # (why it died) until the retry clears it.
@@ -335,7 +393,7 @@ class Dispatcher:
             conversation_id=spawned.conversation_id,
             cwd=spawned.cwd,
         )
-        result = self.tmux.deliver(adopted.tmux_name, frame(event))
+        result = self._paste(adopted.tmux_name, frame(event))
         if not result.ok:
             # Registered now: the retry takes the ordinary delivery path.
             reason = "deliver_failed" if result.session_missing else "deliver_unavailable"
@@ -359,22 +417,36 @@ class Dispatcher:
             self.store.registry.restore(previous)
 
     def _spawn(
-        self, record: SessionRecord, harness_argv: list[str], conversation: str | None = None
+        self,
+        record: SessionRecord,
+        harness_argv: list[str],
+        conversation: str | None = None,
+        *,
+        delivery_id: str,
     ) -> SpawnResult:
-        """Spawn under a fresh token, recorded in the store before tmux is asked."""
+        """Spawn under a fresh token, recorded in the store before tmux is asked, naming
+        the event the harness starts with as its prompt."""
         spec = self.launcher(record, harness_argv)
         token = self.store.registry.issue_token(
             record.work_item,
             harness=record.harness,
             conversation_id=conversation or record.conversation_id,
             cwd=record.cwd,
+            delivery_id=delivery_id,
         )
         return self.tmux.spawn(record.tmux_name, spec.argv, str(record.cwd), spec.env, token=token)
 
     # -- 3./4. deliver into an active session ------------------------------------------------
 
+    def _paste(self, name: str, text: str) -> DeliverResult:
+        """Every paste goes through here: inside a drain's attempt, one at a time until
+        it is settled (see pastegate.py), so a kill repeats at most one paste."""
+        if self.paste_gate is not None:
+            self.paste_gate.enter()
+        return self.tmux.deliver(name, text)
+
     def _deliver(self, record: SessionRecord, event: Event) -> Outcome:
-        result = self.tmux.deliver(record.tmux_name, frame(event))
+        result = self._paste(record.tmux_name, frame(event))
         if result.ok:
             self._emit("dispatch.delivered", event, record.work_item, tmux_name=record.tmux_name)
             return _processed("delivered")
@@ -402,7 +474,7 @@ class Dispatcher:
 
     def _deliver_into_occupant(self, record: SessionRecord, event: Event, *, via: str) -> Outcome:
         """AC6/AC7: the session is live after all: hand it the event instead of respawning."""
-        result = self.tmux.deliver(record.tmux_name, frame(event))
+        result = self._paste(record.tmux_name, frame(event))
         if not result.ok:
             outcome = _failed("deliver_failed", _one_line(result.error))
             self._emit_failed(event, outcome)
@@ -434,7 +506,7 @@ class Dispatcher:
         """Resume the recorded conversation; None means "fall back to a fresh one"."""
         assert record.conversation_id is not None
         argv = self.adapter.resume_argv(prompt, record.conversation_id)
-        result = self._spawn(record, argv)
+        result = self._spawn(record, argv, delivery_id=event.delivery_id)
         if result.outcome is not SpawnOutcome.SPAWNED:
             return self._respawn_spawn_refused(record, event, result)
         try:
@@ -465,7 +537,7 @@ class Dispatcher:
     ) -> Outcome:
         conversation = new_conversation_id()
         argv = self.adapter.fresh_argv(prompt, conversation)
-        result = self._spawn(record, argv, conversation)
+        result = self._spawn(record, argv, conversation, delivery_id=event.delivery_id)
         if result.outcome is not SpawnOutcome.SPAWNED:
             return self._respawn_spawn_refused(record, event, result)
         if self._exited_at_once(record):

@@ -13,6 +13,7 @@ from .names import SESSION_NAME_RE, TERMINATE_NAME_RE, check_name
 from .paste import neutralise
 from .presence import Presence
 from .results import DeliverResult, Pane, RespawnResult, SpawnOutcome, SpawnResult
+from .runner import kill_clients
 from .versions import NEW_SESSION_ENV, RESPAWN_PANE_ENV, parse_version
 
 __version__ = "0.1.0"
@@ -34,6 +35,7 @@ __all__ = [
     "TmuxUnavailable",
     "allowlisted",
     "check_name",
+    "kill_clients",
     "neutralise",
     "parse_version",
 ]

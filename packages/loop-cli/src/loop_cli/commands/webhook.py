@@ -182,8 +182,9 @@ def start(
     store = rt.store
     lifespan = None
     if route:
-        drain = rt.drain(watch=rt.ground().check)
-        accept: Any = InboxAccept(store, on_accepted=drain.wake)
+        ground = rt.ground()
+        drain = rt.drain(watch=ground.check)
+        accept: Any = InboxAccept(store, on_accepted=drain.wake, watch=ground.check)
         lifespan = _drain_lifespan(rt, drain)
     else:
         accept = LogAccept(store, _log_event(rt))

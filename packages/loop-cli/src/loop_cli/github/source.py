@@ -17,6 +17,7 @@ delivery id.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -30,7 +31,7 @@ import httpx
 from loop_dispatch import Event, PollBatch, WorkItemRef
 
 from .client import GitHubClient, GitHubError, Listing
-from .parse import CommentInfo, IssueInfo, ParseError, parse_comment, parse_issue
+from .parse import CommentInfo, IssueInfo, ParseError, parse_comment, parse_issue, parse_time
 from .rules import (
     Rules,
     closed_event,
@@ -57,6 +58,16 @@ def _iso(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _parse_time(text: str | None) -> datetime | None:
+    """A cursor's own timestamp; None (unknown: baseline as before) if absent or damaged."""
+    if text is None:
+        return None
+    try:
+        return parse_time(text, "cursor polled_at")
+    except ParseError:
+        return None
+
+
 @dataclass
 class RepoCursor:
     """One repository's position. Serialised into the source's cursor string."""
@@ -68,6 +79,9 @@ class RepoCursor:
     settle_until: str | None = None  # list comments until then even on a 304
     labeled: list[int] = field(default_factory=list)  # open items carrying the label
     watched: list[int] = field(default_factory=list)  # labeled or with an active session
+    # When the previous cycle looked: an item labeled since then carries the label from
+    # some moment after it, so its comments written after it are delivered, not baselined.
+    polled_at: str | None = None
 
     @classmethod
     def from_json(cls, obj: Any) -> RepoCursor:
@@ -81,6 +95,7 @@ class RepoCursor:
             settle_until=obj.get("settle_until"),
             labeled=[int(n) for n in obj.get("labeled", [])],
             watched=[int(n) for n in obj.get("watched", [])],
+            polled_at=obj.get("polled_at"),
         )
 
 
@@ -236,6 +251,7 @@ class GitHubSource:
         # window are history, not events.
         self._issues(repository, cursor, RepoCursor(**vars(cursor)), _RepoResult(cursor))
         cursor.labeled = labeled
+        cursor.polled_at = _iso(now)
         comments = self._comments(repository, cursor, now)
         result.baseline.extend(
             comment_delivery(repository, c.id) for c in comments if c.issue_number in watched
@@ -262,9 +278,16 @@ class GitHubSource:
         if changed or new_by_session:
             cursor.settle_until = _iso(now + self._settle)
         settling = cursor.settle_until is not None and cursor.settle_until > _iso(now)
+        # A newly labeled item's comments written before the label are history
+        # (baselined); later ones are delivered. The label's time comes from the issue's
+        # events; without it, the previous look bounds it (an extra comment of context
+        # beats losing one written right after the label).
+        since_look = _parse_time(old.polled_at)
+        labeled_at = {n: self._labeled_at(repository, n) or since_look for n in new_by_label}
+        cursor.polled_at = _iso(now)
         if changed or settling:
             for item in self._comments(repository, cursor, now):
-                self._consider(repository, item, own, watched, new_by_label, new_by_session, result)
+                self._consider(repository, item, own, watched, labeled_at, new_by_session, result)
         for number in sorted(new_by_label):
             issue = (seen or {}).get(number)
             if issue is not None:
@@ -272,6 +295,26 @@ class GitHubSource:
         if not settling:
             cursor.settle_until = None
         return result
+
+    def _labeled_at(self, repository: str, number: int) -> datetime | None:
+        """When the trigger label was last put on the item (its issue events: one call per
+        newly labeled item); None when GitHub cannot say (then the previous look is used)."""
+        try:
+            listing = self.github.list_all(
+                f"repos/{repository}/issues/{number}/events", {"per_page": PER_PAGE}
+            )
+        except GitHubError as exc:
+            log.info("github: issue events of %s#%d unavailable: %s", repository, number, exc)
+            return None
+        moments = []
+        for obj in listing.items:
+            if not isinstance(obj, dict) or obj.get("event") != "labeled":
+                continue
+            label = obj.get("label")
+            if isinstance(label, dict) and label.get("name") == self.trigger_label:
+                with contextlib.suppress(ParseError):
+                    moments.append(parse_time(obj.get("created_at"), "issue event created_at"))
+        return max(moments, default=None)
 
     def _issues(
         self, repository: str, cursor: RepoCursor, old: RepoCursor, result: _RepoResult
@@ -338,7 +381,7 @@ class GitHubSource:
         item: CommentInfo,
         own: str,
         watched: set[int],
-        new_by_label: set[int],
+        new_by_label: dict[int, datetime | None],
         new_by_session: dict[int, datetime],
         result: _RepoResult,
     ) -> None:
@@ -346,7 +389,10 @@ class GitHubSource:
         if item.issue_number not in watched:
             return
         started = new_by_session.get(item.issue_number)
-        if item.issue_number in new_by_label or (started is not None and item.created_at < started):
+        before_label = item.issue_number in new_by_label and (
+            (looked := new_by_label[item.issue_number]) is None or item.created_at <= looked
+        )
+        if before_label or (started is not None and item.created_at < started):
             result.baseline.append(comment_delivery(repository, item.id))
             return
         rules = Rules.build(self.trigger_label, self._authorized_actors, own)

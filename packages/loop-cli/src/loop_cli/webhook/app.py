@@ -32,6 +32,7 @@ from starlette.routing import Route
 from loop_dispatch import Event
 
 from .payload import Ignored, PayloadError, Rules, to_event
+from .seen import GroundChanged
 from .verify import verify_signature
 
 __all__ = ["DEFAULT_MAX_BODY", "MAX_JSON_DEPTH", "Accept", "OnReject", "create_app", "json_depth"]
@@ -168,9 +169,14 @@ def create_app(
             return _answer(202, "ignored", stats, reason=result.reason)
         try:
             verdict = await run_in_threadpool(accept, guid, kind, result)
-        except Exception as exc:  # nothing committed: GitHub (or the operator) redelivers
+        except Exception as exc:  # nothing kept: GitHub (or the operator) redelivers
             log.warning("webhook: could not commit %s: %s", guid, type(exc).__name__)
-            return _answer(503, "busy", stats, reason="the state store could not commit")
+            reason = (
+                "the state directory was deleted or replaced under the receiver"
+                if isinstance(exc, GroundChanged)
+                else "the state store could not commit"
+            )
+            return _answer(503, "busy", stats, reason=reason)
         if verdict != "accepted":
             return _answer(200, "duplicate", stats, delivery=guid)
         return _answer(202, "accepted", stats, deliveryId=result.delivery_id)
