@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("loop_cli.commands.demo:demo", "Watch the whole loop run once, on a private tmux."),
     "gh-webhook": ("loop_cli.commands.webhook:gh_webhook", "The GitHub webhook receiver."),
     "env": ("loop_cli.commands.env:env", "Where environment values live (env doctor)."),
+    "workspace": ("loop_cli.commands.workspace:workspace", "Per-item git worktrees: list, gc."),
 }
 
 

@@ -33,10 +33,13 @@ def display_ref(ref: WorkItemRef, repositories: list[str]) -> str:
 
 def list_rows(rt: Runtime) -> list[dict[str, Any]]:
     """One row per registered session, with its presence from one fleet read."""
+    from .workspaces import kept_reason
+
     fleet = read_fleet(rt.tmux)
     rows = []
     repositories = list(rt.config.github.repositories)
     for rec in rt.store.registry.list() if rt.has_state else []:
+        kept = "" if rec.active else kept_reason(rt, rec.work_item)
         rows.append(
             {
                 "ref": str(rec.work_item),
@@ -50,6 +53,7 @@ def list_rows(rt: Runtime) -> list[dict[str, Any]]:
                 "cwd": str(rec.cwd),
                 "createdAt": rec.created_at.isoformat(),
                 "updatedAt": rec.updated_at.isoformat(),
+                "workspaceKept": kept,
             }
         )
     return rows

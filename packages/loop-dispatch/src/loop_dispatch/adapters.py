@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 __all__ = [
@@ -60,6 +61,12 @@ class ClaudeCodeAdapter:
 
     def resume_argv(self, prompt: str, conversation_id: str) -> list[str]:
         return [self.binary, *self.extra_args, "--resume", conversation_id, prompt]
+
+    def prepare_workspace(self, folder: Path) -> None:
+        """Seed Claude Code's folder trust so a new worktree opens no trust dialog."""
+        from .claude_trust import trust_folder
+
+        trust_folder(folder)
 
 
 class CodexAdapter:

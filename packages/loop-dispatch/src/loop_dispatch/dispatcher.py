@@ -49,6 +49,7 @@ from .model import Event, EventKind, WorkItemRef
 from .pastegate import PasteGate
 from .registry import SessionRecord
 from .store import Store, StoreError
+from .workspace import WorkspaceError, Workspaces
 
 __all__ = ["TRANSIENT_REASONS", "Dispatcher", "Outcome", "OutcomeKind"]
 
@@ -129,6 +130,7 @@ class Dispatcher:
         terminate_grace: float = 5.0,
         lock_timeout: float | None = None,
         kill_harness_on_close: bool = True,
+        workspaces: Workspaces | None = None,
         paste_gate: PasteGate | None = None,
     ) -> None:
         self.store = store
@@ -143,6 +145,7 @@ class Dispatcher:
         self.terminate_grace = terminate_grace
         self.lock_timeout = lock_timeout
         self.kill_harness_on_close = kill_harness_on_close
+        self.workspaces = workspaces
         self.paste_gate = paste_gate
 
     # -- entry points ----------------------------------------------------------------
@@ -333,9 +336,12 @@ class Dispatcher:
     def _first_spawn(self, event: Event, previous: SessionRecord | None) -> Outcome:
         """Register first, then spawn: a crash in between heals as a respawn next time."""
         ref = event.work_item
+        cwd = self._workspace(event)
+        if isinstance(cwd, Outcome):
+            return cwd
         conversation = new_conversation_id()
         record = self.store.registry.register(
-            ref, harness=self.adapter.name, conversation_id=conversation, cwd=self.cwd_for(ref)
+            ref, harness=self.adapter.name, conversation_id=conversation, cwd=cwd
         )
         prompt, cut = spawn_prompt(event)
         argv = self.adapter.fresh_argv(prompt, conversation)
@@ -409,6 +415,33 @@ class Dispatcher:
             harness=adopted.harness,
         )
         return _processed("adopted")
+
+    def _workspace(self, event: Event) -> Path | Outcome:
+        """Where the item's harness runs: its worktree (made now if needed, trust seeded
+        where the adapter knows how) or, in shared mode, the configured cwd."""
+        ref = event.work_item
+        if self.workspaces is None:
+            return self.cwd_for(ref)
+        try:
+            path = self.workspaces.ensure(ref)
+        except WorkspaceError as exc:
+            outcome = _failed("workspace_failed", _one_line(str(exc)))
+            self._emit_failed(event, outcome, level="error")
+            return outcome
+        prepare = getattr(self.adapter, "prepare_workspace", None)
+        if prepare is not None:
+            try:
+                prepare(path)
+            except Exception as exc:  # trust not seeded: the agent may stop at a dialog
+                self._emit(
+                    "workspace.trust_failed",
+                    event,
+                    ref,
+                    "warning",
+                    path=str(path),
+                    error=_one_line(str(exc)),
+                )
+        return path
 
     def _undo_register(self, ref: WorkItemRef, previous: SessionRecord | None) -> None:
         if previous is None:
@@ -489,6 +522,11 @@ class Dispatcher:
         return _processed("respawn_averted")
 
     def _respawn(self, record: SessionRecord, event: Event, presence: Presence) -> Outcome:
+        if self.workspaces is not None:
+            # The same worktree as before (its path is the item's): remade if it went.
+            cwd = self._workspace(event)
+            if isinstance(cwd, Outcome):
+                return cwd
         prompt, cut = spawn_prompt(event)
         if not self.adapter.can_resume:
             self._resume_failed(event, record, "adapter_cannot_resume")
@@ -640,6 +678,7 @@ class Dispatcher:
                 return self._close_failed(ref, delivery_id, gone)
             terminated = True
         self.store.registry.close(ref)
+        workspace = self._release_workspace(ref, delivery_id)
         self.events.emit(
             "session.closed",
             source=SOURCE,
@@ -649,9 +688,35 @@ class Dispatcher:
                 "tmux_name": record.tmux_name,
                 "terminated": terminated,
                 "harness_kept": not self.kill_harness_on_close,
+                **workspace,
             },
         )
         return _processed("closed")
+
+    def _release_workspace(self, ref: WorkItemRef, delivery_id: str | None) -> dict[str, Any]:
+        """Remove the item's worktree when that loses nothing; else keep it, saying why
+        (one event). Never fails the close: the harness is already gone."""
+        if self.workspaces is None:
+            return {}
+        try:
+            state = self.workspaces.release(ref)
+        except WorkspaceError as exc:
+            reason = _one_line(str(exc))
+            kept = True
+        else:
+            if not state.exists:
+                return {}
+            reason, kept = state.why_kept(), not state.clean
+        path = str(self.workspaces.path_for(ref))
+        self.events.emit(
+            "workspace.kept" if kept else "workspace.removed",
+            level="warning" if kept else "info",
+            source=SOURCE,
+            work_item=ref,
+            delivery_id=delivery_id,
+            detail={"path": path, **({"reason": reason} if kept else {})},
+        )
+        return {"workspace": path, "workspace_kept": kept}
 
     def _end_harness(self, record: SessionRecord) -> Outcome | None:
         """Terminate the pane's programs; None once tmux says none is live."""

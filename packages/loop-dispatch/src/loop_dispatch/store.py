@@ -173,12 +173,14 @@ CORE_MIGRATIONS: list[str] = [
 
 
 def _canonical_id(col: str) -> str:
-    """SQL: a GitHub delivery id with its OWNER/REPO lower-cased (the rest kept)."""
+    """SQL: a GitHub delivery id with its OWNER/REPO lower-cased (the rest kept). Ids
+    with a `#N` keep what follows it (a closing's stamp); the others are lower case
+    throughout (`comment:github:o/r:ID`, `check-run:github:o/r:ID:conclusion`)."""
     return (
-        f"(CASE WHEN {col} LIKE 'closed:github:%' AND instr({col}, '#') > 0 "
+        f"(CASE WHEN {col} NOT LIKE '%:github:%' THEN {col} "
+        f"WHEN instr({col}, '#') > 0 "
         f"THEN lower(substr({col}, 1, instr({col}, '#'))) || substr({col}, instr({col}, '#') + 1) "
-        f"WHEN {col} LIKE 'comment:github:%' OR {col} LIKE 'opened:github:%' THEN lower({col}) "
-        f"ELSE {col} END)"
+        f"ELSE lower({col}) END)"
     )
 
 

@@ -66,6 +66,20 @@ def _own_login(rt: Runtime) -> str | None:
     return login if isinstance(login, str) else None
 
 
+def _has_session(store: Any) -> Any:
+    """Whether an item has an active session (an unlinked PR with its own session keeps
+    hearing its activity); a store that cannot say answers no."""
+
+    def check(ref: Any) -> bool:
+        try:
+            record = store.registry.get(ref)
+        except Exception:
+            return False
+        return record is not None and record.active
+
+    return check
+
+
 def _log_event(rt: Runtime) -> Any:
     def record(event: Event) -> object:
         return rt.event_log.emit(
@@ -197,6 +211,8 @@ def start(
         own_login=_own_login(rt),
         insecure=insecure_no_signature,
         repositories=list(cfg.github.repositories) or None,
+        session_per_pr=cfg.github.session_per_pr,
+        has_session=_has_session(store) if route else None,
         lifespan=lifespan,
         on_reject=(rejected := _rejections(rt)),
     )

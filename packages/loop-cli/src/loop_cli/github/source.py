@@ -31,13 +31,21 @@ import httpx
 from loop_dispatch import Event, PollBatch, WorkItemRef
 
 from .client import GitHubClient, GitHubError, Listing
-from .parse import CommentInfo, IssueInfo, ParseError, parse_comment, parse_issue, parse_time
+from .parse import (
+    CommentInfo,
+    IssueInfo,
+    ParseError,
+    opened_delivery_id,
+    parse_comment,
+    parse_issue,
+    parse_time,
+)
+from .pulls import PullTracker
 from .rules import (
     Rules,
     closed_event,
     comment_delivery,
     comment_event,
-    opened_delivery_id,
     opened_event,
 )
 
@@ -56,6 +64,10 @@ def _utcnow() -> datetime:
 
 def _iso(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _parse_iso(text: str) -> datetime:
+    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
 
 
 def _parse_time(text: str | None) -> datetime | None:
@@ -79,6 +91,8 @@ class RepoCursor:
     settle_until: str | None = None  # list comments until then even on a 304
     labeled: list[int] = field(default_factory=list)  # open items carrying the label
     watched: list[int] = field(default_factory=list)  # labeled or with an active session
+    pulls: dict[str, Any] = field(default_factory=dict)  # open linked PRs (github/pulls.py)
+    pulls_floor: str | None = None  # PR activity before the first cycle is history
     # When the previous cycle looked: an item labeled since then carries the label from
     # some moment after it, so its comments written after it are delivered, not baselined.
     polled_at: str | None = None
@@ -95,6 +109,8 @@ class RepoCursor:
             settle_until=obj.get("settle_until"),
             labeled=[int(n) for n in obj.get("labeled", [])],
             watched=[int(n) for n in obj.get("watched", [])],
+            pulls=dict(obj.get("pulls") or {}),
+            pulls_floor=obj.get("pulls_floor"),
             polled_at=obj.get("polled_at"),
         )
 
@@ -135,6 +151,7 @@ class GitHubSource:
         max_window: float = 600.0,
         github: GitHubClient | None = None,
         active_items: ActiveItems | None = None,
+        session_per_pr: bool = False,
     ) -> None:
         self.repositories = list(repositories)
         self.trigger_label = trigger_label
@@ -148,6 +165,7 @@ class GitHubSource:
         self._max_window = timedelta(seconds=max_window)
         self._active_items = active_items or (lambda: registry_active_items(store))
         self._own_login: str | None = None
+        self.session_per_pr = session_per_pr
         self._token_fp = hashlib.sha256(token.encode()).hexdigest()[:12]
 
     # ------------------------------------------------------------------ Source
@@ -245,6 +263,7 @@ class GitHubSource:
             settle_until=_iso(now + self._settle),
             labeled=labeled,
             watched=watched,
+            pulls_floor=_iso(now),
         )
         result = _RepoResult(cursor, baseline=[opened_delivery_id(repository, n) for n in labeled])
         # Prime the activity probe (its window, ETag and newest update); closings in the
@@ -266,6 +285,21 @@ class GitHubSource:
         cursor.labeled = list(old.labeled)
         result = _RepoResult(cursor)
         seen = self._issues(repository, cursor, old, result)
+        pulls = PullTracker(
+            self.github,
+            repository,
+            old.pulls,
+            authorized=frozenset(self.authorized),
+            own=own,
+            session_per_pr=self.session_per_pr,
+            parse_since=_parse_iso,
+            floor=old.pulls_floor,
+        )
+        comments_since = cursor.comments_since
+        if seen:
+            window = _iso(_parse_iso(old.issues_since) - self._overlap)
+            window = max(window, old.pulls_floor or window)
+            result.events.extend(pulls.changed(list(seen.values()), window, _iso(now)))
         # Any answer other than a 304 is news: an ETag is kept for every window we can
         # trust it for, and a comment changes its issue (updated_at, comment count).
         changed = seen is not None
@@ -287,7 +321,15 @@ class GitHubSource:
         cursor.polled_at = _iso(now)
         if changed or settling:
             for item in self._comments(repository, cursor, now):
+                pr_event = pulls.conversation_comment(item)
+                if pr_event is not None:
+                    result.events.append(pr_event)
+                    continue
                 self._consider(repository, item, own, watched, labeled_at, new_by_session, result)
+            if pulls.targets:
+                result.events.extend(pulls.review_comments(comments_since))
+        result.events.extend(pulls.checks())
+        cursor.pulls = pulls.pulls
         for number in sorted(new_by_label):
             issue = (seen or {}).get(number)
             if issue is not None:

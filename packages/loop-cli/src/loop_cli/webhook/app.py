@@ -95,6 +95,8 @@ def create_app(
     own_login: str | None = None,
     insecure: bool = False,
     repositories: list[str] | None = None,
+    session_per_pr: bool = False,
+    has_session: Callable[[Any], bool] | None = None,
     lifespan: Callable[[Starlette], contextlib.AbstractAsyncContextManager[None]] | None = None,
     on_reject: OnReject | None = None,
 ) -> Starlette:
@@ -105,7 +107,9 @@ def create_app(
     """
     if not secret and not insecure:
         raise ValueError("a webhook secret is required (or insecure=True)")
-    rules = Rules.build(trigger_label, authorized_actors, own_login, repositories)
+    rules = Rules.build(
+        trigger_label, authorized_actors, own_login, repositories, session_per_pr, has_session
+    )
     stats: Counter[str] = Counter()
 
     def _answer(status: int, outcome: str, stats: Counter[str], **extra: Any) -> JSONResponse:

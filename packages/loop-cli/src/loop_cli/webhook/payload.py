@@ -13,8 +13,21 @@ from loop_dispatch import Event
 
 from ..github.parse import ParseError, parse_comment, parse_issue
 from ..github.rules import Ignored, Rules, closed_event, comment_event, opened_event
+from . import pulls
 
-__all__ = ["Ignored", "PayloadError", "Rules", "to_event"]
+__all__ = ["HANDLED", "Ignored", "PayloadError", "Rules", "to_event"]
+
+# The event types to subscribe the webhook to (docs/github.md).
+PR_KINDS = frozenset(
+    {
+        "pull_request",
+        "pull_request_review",
+        "pull_request_review_comment",
+        "check_run",
+        "check_suite",
+    }
+)
+HANDLED = frozenset({"issues", "issue_comment"}) | PR_KINDS
 
 
 class PayloadError(ValueError):
@@ -34,7 +47,7 @@ def to_event(kind: str, payload: Any, rules: Rules) -> Event | Ignored:
     if not isinstance(payload, dict):
         raise PayloadError("body: expected a JSON object")
     action = payload.get("action")
-    if kind not in ("issue_comment", "issues"):
+    if kind not in HANDLED:
         return Ignored(f"event type {kind!r} is not handled")
     if not isinstance(action, str):
         raise PayloadError("action: expected a string")
@@ -42,9 +55,15 @@ def to_event(kind: str, payload: Any, rules: Rules) -> Event | Ignored:
     if not rules.watches(repository):
         return Ignored(f"repository {repository} is not configured")
     try:
+        if kind in PR_KINDS:
+            return pulls.to_event(kind, action, payload, repository, rules)
         issue = parse_issue(payload.get("issue"), "issue")
         if kind == "issue_comment":
+            if issue.is_pr:
+                return pulls.pr_issue_comment(action, payload, repository, issue, rules)
             return _comment(action, payload, repository, issue.number, rules)
+        if issue.is_pr:
+            return Ignored("issues events of pull requests are handled as pull_request")
         return _issue(action, payload, repository, issue, rules)
     except ParseError as exc:
         raise PayloadError(str(exc)) from None
