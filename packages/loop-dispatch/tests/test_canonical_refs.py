@@ -99,7 +99,7 @@ def test_migration_merges_case_variants_of_one_item_and_one_delivery(tmp_path: P
     conn.close()
 
     with Store.open(tmp_path) as store:
-        assert store.schema_version() == len(CORE_MIGRATIONS) == 3
+        assert store.schema_version() == len(CORE_MIGRATIONS) == 4
         records = {str(r.work_item): r for r in store.registry.list()}
         assert sorted(records) == ["github:acme/widgets#1", "github:acme/widgets#2", "local:Proj#3"]
         # the active variant wins; the running session keeps its stored name

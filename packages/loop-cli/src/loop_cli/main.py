@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "inbox": ("loop_cli.commands.inbox:inbox", "Accepted events not yet delivered: list, retry."),
     "demo": ("loop_cli.commands.demo:demo", "Watch the whole loop run once, on a private tmux."),
     "gh-webhook": ("loop_cli.commands.webhook:gh_webhook", "The GitHub webhook receiver."),
+    "store": ("loop_cli.commands.store:store", "The state store: migrate to PostgreSQL."),
     "env": ("loop_cli.commands.env:env", "Where environment values live (env doctor)."),
     "workspace": ("loop_cli.commands.workspace:workspace", "Per-item git worktrees: list, gc."),
 }

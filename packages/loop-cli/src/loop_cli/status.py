@@ -53,6 +53,8 @@ def collect_status(rt: Runtime, now: datetime | None = None) -> dict[str, Any]:
         "quarantined": [q.line() for q in quarantined],
         "ok": all(s["running"] for s in services if s["enabled"]),
     }
+    if rt.fleet and rt.has_state:
+        status["hosts"] = hosts_block(rt, now)
     block = status_block(cfg, [r for r in records if r.active], fleet)
     if block is not None:
         status[ENV_BLOCK] = block
@@ -75,6 +77,40 @@ def credential_exposure(rt: Runtime, fleet: Fleet) -> dict[str, Any]:
         return {"count": 0, "items": [], "error": str(exc) or "tmux did not answer"}
     panes = [p for group in fleet.panes.values() for p in group]
     return exposure_summary(exposures(rt.config, glob, panes))
+
+
+def hosts_block(rt: Runtime, now: datetime) -> dict[str, Any]:
+    """The fleet on a shared store: one row per host and the totals."""
+    from loop_dispatch.hosts import Hosts
+
+    rows = [h.as_dict(now) for h in Hosts(rt.store).list()]
+    live = [r for r in rows if r["live"]]
+    return {
+        "this": rt.config.host.effective_name(),
+        "hosts": rows,
+        "totals": {
+            "hosts": len(rows),
+            "live": len(live),
+            "placed": sum(r["placed"] for r in rows),
+            "capacity": sum(r["maxSessions"] for r in live),
+        },
+    }
+
+
+def host_lines(block: dict[str, Any]) -> list[str]:
+    lines = []
+    for row in block["hosts"]:
+        mark = " (this host)" if row["name"] == block["this"] else ""
+        lines.append(
+            f"host:      {row['name']}{mark}: {'live' if row['live'] else 'EXPIRED'}, "
+            f"{row['placed']}/{row['maxSessions']} items, lease age {row['leaseAgeSeconds']}s"
+        )
+    t = block["totals"]
+    lines.append(
+        f"fleet:     {t['live']}/{t['hosts']} hosts live, {t['placed']} items placed, "
+        f"capacity {t['capacity']}"
+    )
+    return lines
 
 
 def _service_row(
@@ -167,6 +203,8 @@ def render_text(status: dict[str, Any]) -> str:
             f"WARNING:   {exposed['count']} daemon credential exposure(s) to agents: "
             "`the-loop env doctor` (restart the tmux server to clear; see docs/security.md)"
         )
+    if status.get("hosts"):
+        lines.extend(host_lines(status["hosts"]))
     block = status.get(ENV_BLOCK)
     if block is not None:
         if block.get("line"):

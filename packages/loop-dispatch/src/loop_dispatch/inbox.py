@@ -20,6 +20,7 @@ LOCKED` queue: the claim is `UPDATE inbox SET state='claimed', lease... WHERE se
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import socket
@@ -190,6 +191,10 @@ def _event(row: Sequence[Any]) -> Event | None:
         event = Event.from_dict(json.loads(row[5]))
     except ValueError:
         return None
+    # Refs parse canonical (lower-case GitHub names); a stored copy of the delivery id
+    # written before that (schema v4 renamed the row's) matches case-insensitively.
+    if event.delivery_id != row[1] and event.delivery_id.lower() == str(row[1]).lower():
+        event = dataclasses.replace(event, delivery_id=row[1])
     if (event.delivery_id, str(event.work_item)) != (row[1], row[2]):
         return None
     return event
