@@ -11,7 +11,7 @@ from .errors import TmuxCapabilityWarning, TmuxUnavailable
 from .names import SESSION_NAME_RE, TERMINATE_NAME_RE, check_name
 from .paste import neutralise
 from .presence import Presence
-from .results import DeliverResult, Pane, RespawnResult, SpawnOutcome, SpawnResult
+from .results import DeliverResult, Pane, PaneView, RespawnResult, SpawnOutcome, SpawnResult
 from .versions import NEW_SESSION_ENV, RESPAWN_PANE_ENV, parse_version
 
 __version__ = "0.1.0"
@@ -23,6 +23,7 @@ __all__ = [
     "TERMINATE_NAME_RE",
     "DeliverResult",
     "Pane",
+    "PaneView",
     "Presence",
     "RespawnResult",
     "SpawnOutcome",
