@@ -173,6 +173,7 @@ class Rig:
                 "adapter": "claude-code",
                 "binary": str(FAKE_HARNESS),
                 "cwd": str(self.work),
+                "stateDir": str(tmp / "claude"),
             },
             "routing": {"tmuxSocket": socket_name},
             "polling": {"intervalSeconds": interval, "maxRetries": max_retries},

@@ -47,6 +47,7 @@ class Cron:
                 "adapter": "claude-code",
                 "binary": str(FAKE_HARNESS),
                 "cwd": str(tmp / "work"),
+                "stateDir": str(tmp / "claude"),
             },
             "routing": {"tmuxSocket": socket_name},
         }

@@ -53,6 +53,7 @@ class Daemon:
                 "adapter": "claude-code",
                 "binary": str(FAKE_HARNESS),
                 "cwd": str(tmp / "work"),
+                "stateDir": str(tmp / "claude"),
             },
             "routing": {"tmuxSocket": socket_name},
             "webhook": {"secretEnv": "HOOK_SECRET", "maxBodyBytes": 65536},

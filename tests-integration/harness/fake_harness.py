@@ -26,6 +26,11 @@ Contract (other packages' tests rely on it; change it only compatibly):
 * Knobs (environment): ``FAKE_HARNESS_EXIT_AFTER=SECONDS`` exits 0 after that long
   (``{"event": "exit", "reason": "exit_after"}``); ``FAKE_HARNESS_FAIL_RESUME=1`` makes
   every ``--resume`` fail like an unknown id.
+* Like Claude Code it switches to the alternate screen (``ESC[?1049h``) once its
+  terminal is ready, and with ``CLAUDE_CONFIG_DIR`` set it also appends each user turn
+  (the prompt, each message) as Claude Code does, ``{"type": "user", "message":
+  {"role": "user", "content": TEXT}}``, to ``$CLAUDE_CONFIG_DIR/projects/fake/<ID>.jsonl``
+  (the receipts the claude-code adapter reads).
 * It shows a one-line status on its screen per message (``[fake-harness] message N``)
   so ``capture-pane`` has something to read.
 """
@@ -54,6 +59,19 @@ class Conversation:
     def __init__(self, directory: Path, session_id: str) -> None:
         self.path = directory / f"{session_id}.jsonl"
         self.session_id = session_id
+        claude = os.environ.get("CLAUDE_CONFIG_DIR")
+        self.claude_path = (
+            Path(claude) / "projects" / "fake" / f"{session_id}.jsonl" if claude else None
+        )
+
+    def user_turn(self, text: str) -> None:
+        """Claude Code's own record of a submitted turn (only with CLAUDE_CONFIG_DIR)."""
+        if self.claude_path is None:
+            return
+        self.claude_path.parent.mkdir(parents=True, exist_ok=True)
+        record = {"type": "user", "message": {"role": "user", "content": text}}
+        with self.claude_path.open("a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record) + "\n")
 
     def append(self, record: dict) -> None:
         record.setdefault("pid", os.getpid())
@@ -176,6 +194,7 @@ def main(argv: list[str]) -> int:
         count += 1
         text = data.decode("utf-8", "replace")
         convo.append({"event": "message", "text": text, "bracketed": bracketed})
+        convo.user_turn(text)
         if tty:
             os.write(sys.stdout.fileno(), f"[fake-harness] message {count}\r\n".encode())
 
@@ -190,7 +209,7 @@ def main(argv: list[str]) -> int:
 
         saved = termios.tcgetattr(fd)
         ttymod.setraw(fd, termios.TCSANOW)
-        os.write(sys.stdout.fileno(), b"\x1b[?2004h")
+        os.write(sys.stdout.fileno(), b"\x1b[?1049h\x1b[?2004h")
         os.write(sys.stdout.fileno(), f"[fake-harness] {mode} {session_id}\r\n".encode())
     # "start" is written once the terminal is raw and bracketed paste is on: a test that
     # waits for it may paste at once, as into a harness whose prompt is showing.
@@ -204,6 +223,8 @@ def main(argv: list[str]) -> int:
             "env_fp": {k: _fingerprint(v) for k, v in sorted(os.environ.items())},
         }
     )
+    if prompt:
+        convo.user_turn(prompt)
     reader = PasteReader(on_message)
     try:
         while True:
@@ -224,7 +245,7 @@ def main(argv: list[str]) -> int:
         if saved is not None:
             import termios
 
-            os.write(sys.stdout.fileno(), b"\x1b[?2004l")
+            os.write(sys.stdout.fileno(), b"\x1b[?2004l\x1b[?1049l")
             termios.tcsetattr(fd, termios.TCSANOW, saved)
 
 
