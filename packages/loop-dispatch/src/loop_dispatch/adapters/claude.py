@@ -98,6 +98,7 @@ class ClaudeCodeAdapter(VerifiedAdapter):
         self._state_dir = None if state_dir is None else Path(state_dir).expanduser()
         self.reads_screen = checks
         self.has_receipts = checks
+        self.checks = checks
 
     @property
     def state_dir(self) -> Path:
@@ -132,6 +133,8 @@ class ClaudeCodeAdapter(VerifiedAdapter):
             return None
 
     def resumable(self, conversation_id: str) -> bool:
+        if not self.checks:
+            return True  # argv only: the harness's own files are not consulted
         path = self.conversation_file(conversation_id)
         if path is None:
             return False

@@ -122,6 +122,7 @@ class CodexAdapter(VerifiedAdapter):
         self._state_dir = None if state_dir is None else Path(state_dir).expanduser()
         self.reads_screen = checks
         self.has_receipts = checks
+        self.checks = checks
 
     @property
     def state_dir(self) -> Path:
@@ -183,6 +184,8 @@ class CodexAdapter(VerifiedAdapter):
         return None
 
     def resumable(self, conversation_id: str) -> bool:
+        if not self.checks:
+            return True  # argv only: the harness's own files are not consulted
         return self.rollout_file(conversation_id) is not None
 
     def receipt_mark(self, conversation_id: str | None) -> int:
