@@ -1,0 +1,330 @@
+"""Claude Code and Codex, driven for real (issue 11).
+
+The pinned CLIs of tests-integration/harnesses/ (`npm ci` there; `.ci/run` does it) run
+under the-loop in real tmux on a private socket, against loop_cli.fakemodel on loopback,
+which records every request: what the model saw is the proof, never what the-loop says
+it sent. Each scenario runs for both harnesses.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+from integration_support import poll_and_drain
+
+from loop_cli.fakemodel import FakeModelServer, user_texts
+from loop_dispatch import Dispatcher, Event, EventKind, EventLog, PollBatch, Store, WorkItemRef
+from loop_dispatch.adapters import ClaudeCodeAdapter, CodexAdapter
+from loop_dispatch.launch import LaunchSpec
+from loop_tmux import Tmux
+
+pytestmark = pytest.mark.tmux
+
+HARNESSES = Path(__file__).parent / "harnesses"
+BIN = HARNESSES / "node_modules" / ".bin"
+FAKE_KEY = "sk-loop-fake-0123456789abcdefghijklmn"  # a fake key for the fake model API
+KINDS = ["claude-code", "codex"]
+
+
+def _binary(kind: str) -> Path:
+    path = BIN / ("claude" if kind == "claude-code" else "codex")
+    if not path.exists():
+        pytest.skip(
+            f"{path} is missing: install the pinned harnesses with `npm ci` in {HARNESSES} "
+            "(needs node, npm and the npm registry; .ci/run does it)"
+        )
+    return path
+
+
+@dataclass
+class Source:
+    """A tracker in memory: comments appended by the test."""
+
+    name: str = "github"
+    events: list[Event] = field(default_factory=list)
+
+    def add(self, ref: WorkItemRef, body: str, kind: EventKind = EventKind.COMMENT) -> Event:
+        n = len(self.events) + 1
+        event = Event(
+            delivery_id=f"github:comment:{9000 + n}",
+            work_item=ref,
+            kind=kind,
+            actor="alice",
+            body=body,
+            url=f"https://example.invalid/acme/widgets/issues/{ref.number}#c{n}",
+            created_at=datetime.now(timezone.utc),
+            comment_id=str(9000 + n),
+        )
+        self.events.append(event)
+        return event
+
+    def poll(self, cursor: str | None) -> PollBatch:
+        start = int(cursor or 0)
+        return PollBatch(self.events[start:], str(len(self.events)))
+
+
+class Rig:
+    """One harness kind, its own config home, a fake model, a private tmux server."""
+
+    def __init__(self, tmp: Path, kind: str, model: FakeModelServer, *, delay: float = 0) -> None:
+        self.kind = kind
+        self.model = model
+        self.work = tmp / "work"
+        self.work.mkdir(exist_ok=True)
+        self.home = tmp / kind
+        self.home.mkdir()
+        real = _binary(kind)
+        program = real
+        if delay:  # a host so loaded the CLI starts seconds late
+            program = tmp / f"slow-{kind}"
+            program.write_text(f'#!/bin/sh\nsleep {delay}\nexec "{real}" "$@"\n')
+            program.chmod(0o755)
+        self.socket = f"loop-real-{uuid.uuid4().hex[:8]}"
+        self.tmux = Tmux(socket_name=self.socket, config_file="/dev/null", width=160, height=50)
+        if kind == "claude-code":
+            self.adapter = ClaudeCodeAdapter(str(program), state_dir=self.home)
+            self.trust(self.work)
+            self.env = {
+                "ANTHROPIC_BASE_URL": model.url,
+                "ANTHROPIC_API_KEY": FAKE_KEY,
+                "DISABLE_AUTOUPDATER": "1",
+                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            }
+        else:
+            self.adapter = CodexAdapter(str(program), state_dir=self.home)
+            self.trust(self.work)
+            self.env = {"LOOP_FAKE_KEY": FAKE_KEY}
+        self.store = Store.open(tmp / "state")
+        self.events_path = tmp / "state" / "events.jsonl"
+        self.events = EventLog(self.events_path)
+        self.cwd: dict[WorkItemRef, Path] = {}
+        self.dispatcher = Dispatcher(
+            self.store,
+            self.tmux,
+            self.adapter,
+            self.events,
+            "1.0.0",
+            cwd_for=lambda ref: self.cwd.get(ref, self.work),
+            lock_dir=tmp / "state" / "locks",
+            launcher=lambda record, argv: LaunchSpec(list(argv), dict(self.env)),
+            survival_delay=1.0,
+            receipt_seconds=15.0,
+        )
+        self.source = Source()
+        # A bystander keeps the server up while a test kills an item's harness.
+        assert self.tmux.spawn("bystander", ["sleep", "900"], str(self.work)).ok
+
+    def trust(self, folder: Path) -> None:
+        """What an operator sets once (docs/harnesses.md): no dialog stands in the way."""
+        if self.kind == "claude-code":
+            path = self.home / ".claude.json"
+            data = json.loads(path.read_text()) if path.exists() else {}
+            data.update(
+                hasCompletedOnboarding=True,
+                customApiKeyResponses={"approved": [FAKE_KEY[-20:]], "rejected": []},
+            )
+            data.setdefault("projects", {})[str(folder)] = {"hasTrustDialogAccepted": True}
+            path.write_text(json.dumps(data))
+        else:
+            path = self.home / "config.toml"
+            if not path.exists():
+                path.write_text(
+                    'model = "fake-model"\nmodel_provider = "loopback"\n'
+                    "check_for_update_on_startup = false\n\n"
+                    "[model_providers.loopback]\n"
+                    f'name = "loopback"\nbase_url = "{self.model.url}/v1"\n'
+                    'env_key = "LOOP_FAKE_KEY"\nwire_api = "responses"\n\n'
+                    "[features]\ndaemon_auto_start = false\n"
+                )
+            with path.open("a") as handle:
+                handle.write(f'\n[projects."{folder}"]\ntrust_level = "trusted"\n')
+
+    def close(self) -> None:
+        subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True)
+
+    def until_processed(self, event: Event, limit: float = 90.0) -> str:
+        """Poll and drain until the event is settled; its final state."""
+        deadline = time.monotonic() + limit
+        while time.monotonic() < deadline:
+            poll_and_drain(self.store, self.source, self.dispatcher, self.events)
+            state = self.store.deliveries.state(event.delivery_id)
+            if state in ("processed", "skipped"):
+                return state
+            time.sleep(0.3)
+        return str(self.store.deliveries.state(event.delivery_id))
+
+    def log(self, type_: str) -> list[dict]:
+        out = []
+        for line in self.events_path.read_text().splitlines():
+            record = json.loads(line)
+            if record.get("type") == type_:
+                out.append(record)
+        return out
+
+    def turns_with(self, marker: str) -> list[list[str]]:
+        """Each model request's user turns, for the requests that carry `marker`."""
+        return [
+            user_texts(r.body)
+            for r in self.model.requests()
+            if any(marker in t for t in user_texts(r.body))
+        ]
+
+    def wait_turns(self, marker: str, limit: float = 60.0) -> list[list[str]]:
+        deadline = time.monotonic() + limit
+        while time.monotonic() < deadline:
+            found = self.turns_with(marker)
+            if found:
+                return found
+            time.sleep(0.2)
+        return []
+
+    def kill9(self, ref: WorkItemRef) -> None:
+        for pid in self.tmux.pane_pids(ref.tmux_name()):
+            os.killpg(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while self.tmux.pane_pids(ref.tmux_name()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+
+
+@pytest.fixture(scope="module")
+def model():
+    with FakeModelServer() as server:
+        yield server
+
+
+@pytest.fixture
+def rig_for(tmp_path, model):
+    rigs: list[Rig] = []
+
+    def make(kind: str, **kw) -> Rig:
+        rig = Rig(tmp_path, kind, model, **kw)
+        rigs.append(rig)
+        return rig
+
+    yield make
+    for rig in rigs:
+        rig.close()
+
+
+def _ref(n: int) -> WorkItemRef:
+    return WorkItemRef.parse(f"github:acme/widgets#{n}")
+
+
+def _marker(word: str) -> str:
+    return f"{word}-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_ticket_spawns_and_the_model_sees_it(rig_for, kind) -> None:
+    rig = rig_for(kind)
+    ref, text = _ref(1), _marker("ticket")
+    event = rig.source.add(ref, f"Please look at {text}", EventKind.OPENED)
+    assert rig.until_processed(event) == "processed"
+    assert rig.wait_turns(text), f"the model never saw the ticket ({kind})"
+    record = rig.store.registry.get(ref)
+    assert record is not None
+    assert record.conversation_id
+    assert rig.adapter.resumable(record.conversation_id)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_comment_right_after_a_slow_start_arrives_exactly_once(rig_for, kind) -> None:
+    rig = rig_for(kind, delay=2.5)
+    ref, opening, comment = _ref(2), _marker("opening"), _marker("early")
+    first = rig.source.add(ref, opening, EventKind.OPENED)
+    second = rig.source.add(ref, f"Also: {comment}")
+    assert rig.until_processed(first) == "processed"
+    assert rig.until_processed(second) == "processed"
+    seen = rig.wait_turns(comment)
+    assert seen, f"the early comment never reached the model ({kind})"
+    time.sleep(2)  # a second copy, if any, would arrive now
+    last = rig.turns_with(comment)[-1]
+    assert sum(comment in t for t in last) == 1, last
+    waits = [
+        r for r in rig.log("dispatch.failed") if r["detail"].get("reason") == "harness_not_ready"
+    ]
+    if kind == "claude-code":
+        # Codex's spawn already waited for its rollout file (the conversation id), by
+        # which time its composer is up; Claude's paste has to wait for its screen.
+        assert waits, "the paste did not wait for the harness to be ready"
+    confirmed = [r for r in rig.log("dispatch.confirmed") if r["deliveryId"] == second.delivery_id]
+    assert len(confirmed) == 1
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_kill9_then_a_comment_resumes_the_same_conversation(rig_for, kind) -> None:
+    rig = rig_for(kind)
+    ref, opening, later = _ref(3), _marker("before"), _marker("after")
+    assert rig.until_processed(rig.source.add(ref, opening, EventKind.OPENED)) == "processed"
+    assert rig.wait_turns(opening)
+    conversation = rig.store.registry.get(ref).conversation_id
+    rig.kill9(ref)
+    assert rig.until_processed(rig.source.add(ref, later)) == "processed"
+    turns = rig.wait_turns(later)
+    assert turns, f"the comment after kill -9 never reached the model ({kind})"
+    assert any(opening in t for t in turns[-1]), "the resumed conversation lost its history"
+    assert rig.store.registry.get(ref).conversation_id == conversation
+    respawned = rig.log("session.respawned")
+    assert respawned
+    assert respawned[-1]["detail"]["resumed"] is True
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_two_items_sharing_a_cwd_each_resume_their_own_conversation(rig_for, kind) -> None:
+    rig = rig_for(kind)
+    a, b = _ref(4), _ref(5)
+    a_text, b_text = _marker("alpha"), _marker("beta")
+    assert rig.until_processed(rig.source.add(a, a_text, EventKind.OPENED)) == "processed"
+    assert rig.wait_turns(a_text)
+    assert rig.until_processed(rig.source.add(b, b_text, EventKind.OPENED)) == "processed"
+    assert rig.wait_turns(b_text)
+    ids = {rig.store.registry.get(r).conversation_id for r in (a, b)}
+    assert len(ids) == 2
+    assert None not in ids
+    rig.kill9(a)
+    rig.kill9(b)
+    a_more, b_more = _marker("alpha-more"), _marker("beta-more")
+    assert rig.until_processed(rig.source.add(a, a_more)) == "processed"
+    assert rig.until_processed(rig.source.add(b, b_more)) == "processed"
+    for own, other, more in ((a_text, b_text, a_more), (b_text, a_text, b_more)):
+        turns = rig.wait_turns(more)[-1]
+        assert any(own in t for t in turns), f"{more} went to a conversation without {own}"
+        assert not any(other in t for t in turns), f"{more} resumed the other item's talk"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_harness_on_its_trust_dialog_is_reported_and_never_typed_into(
+    rig_for, tmp_path, kind
+) -> None:
+    rig = rig_for(kind)
+    ref = _ref(6)
+    untrusted = tmp_path / "untrusted"
+    untrusted.mkdir()
+    subprocess.run(["git", "init", "-q", str(untrusted)], check=True)  # Codex asks in repos
+    rig.cwd[ref] = untrusted
+    opening, comment = _marker("opening"), _marker("blocked")
+    assert rig.until_processed(rig.source.add(ref, opening, EventKind.OPENED)) == "processed"
+    event = rig.source.add(ref, comment)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not rig.log("session.blocked"):
+        poll_and_drain(rig.store, rig.source, rig.dispatcher, rig.events)
+        time.sleep(0.3)
+    blocked = rig.log("session.blocked")
+    assert blocked, f"{kind} on its trust dialog was not reported"
+    assert blocked[-1]["detail"]["dialog"] == "trust"
+    assert rig.store.deliveries.state(event.delivery_id) != "processed"
+    view = rig.tmux.pane_view(ref.tmux_name(), capture=True)
+    assert view is not None
+    assert not view.dead, "the dialog was answered: the harness is gone"
+    assert rig.adapter.readiness(view).dialog == "trust"
+    assert not rig.turns_with(comment)
+    assert not rig.turns_with(opening)
