@@ -22,6 +22,7 @@ import pytest
 from integration_support import poll_and_drain
 
 from loop_cli.fakemodel import FakeModelServer, user_texts
+from loop_cli.harness_setup import harness_env, prepare_home
 from loop_dispatch import Dispatcher, Event, EventKind, EventLog, PollBatch, Store, WorkItemRef
 from loop_dispatch.adapters import ClaudeCodeAdapter, CodexAdapter
 from loop_dispatch.launch import LaunchSpec
@@ -90,19 +91,10 @@ class Rig:
             program.chmod(0o755)
         self.socket = f"loop-real-{uuid.uuid4().hex[:8]}"
         self.tmux = Tmux(socket_name=self.socket, config_file="/dev/null", width=160, height=50)
-        if kind == "claude-code":
-            self.adapter = ClaudeCodeAdapter(str(program), state_dir=self.home)
-            self.trust(self.work)
-            self.env = {
-                "ANTHROPIC_BASE_URL": model.url,
-                "ANTHROPIC_API_KEY": FAKE_KEY,
-                "DISABLE_AUTOUPDATER": "1",
-                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-            }
-        else:
-            self.adapter = CodexAdapter(str(program), state_dir=self.home)
-            self.trust(self.work)
-            self.env = {"LOOP_FAKE_KEY": FAKE_KEY}
+        adapter = ClaudeCodeAdapter if kind == "claude-code" else CodexAdapter
+        self.adapter = adapter(str(program), state_dir=self.home)
+        self.trust(self.work)
+        self.env = harness_env(kind, model.url, FAKE_KEY)
         self.store = Store.open(tmp / "state")
         self.events_path = tmp / "state" / "events.jsonl"
         self.events = EventLog(self.events_path)
@@ -125,28 +117,7 @@ class Rig:
 
     def trust(self, folder: Path) -> None:
         """What an operator sets once (docs/harnesses.md): no dialog stands in the way."""
-        if self.kind == "claude-code":
-            path = self.home / ".claude.json"
-            data = json.loads(path.read_text()) if path.exists() else {}
-            data.update(
-                hasCompletedOnboarding=True,
-                customApiKeyResponses={"approved": [FAKE_KEY[-20:]], "rejected": []},
-            )
-            data.setdefault("projects", {})[str(folder)] = {"hasTrustDialogAccepted": True}
-            path.write_text(json.dumps(data))
-        else:
-            path = self.home / "config.toml"
-            if not path.exists():
-                path.write_text(
-                    'model = "fake-model"\nmodel_provider = "loopback"\n'
-                    "check_for_update_on_startup = false\n\n"
-                    "[model_providers.loopback]\n"
-                    f'name = "loopback"\nbase_url = "{self.model.url}/v1"\n'
-                    'env_key = "LOOP_FAKE_KEY"\nwire_api = "responses"\n\n'
-                    "[features]\ndaemon_auto_start = false\n"
-                )
-            with path.open("a") as handle:
-                handle.write(f'\n[projects."{folder}"]\ntrust_level = "trusted"\n')
+        prepare_home(self.kind, self.home, [folder], self.model.url, FAKE_KEY)
 
     def close(self) -> None:
         subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True)

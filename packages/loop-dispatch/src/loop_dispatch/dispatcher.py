@@ -355,7 +355,7 @@ class Dispatcher:
         held = self._hold_back(adopted, event)
         if held is not None:
             return held
-        result = self._paste(adopted, event)
+        result, confirm = self._paste(adopted, event)
         if not result.ok:
             # Registered now: the retry takes the ordinary delivery path.
             reason = "deliver_failed" if result.session_missing else "deliver_unavailable"
@@ -370,6 +370,7 @@ class Dispatcher:
             conversation_id=adopted.conversation_id,
             harness=adopted.harness,
         )
+        confirm()
         return _processed("adopted")
 
     def _undo_register(self, ref: WorkItemRef, previous: SessionRecord | None) -> None:
@@ -458,19 +459,20 @@ class Dispatcher:
         self._emit_failed(event, outcome, level="info")
         return outcome
 
-    def _paste(self, record: SessionRecord, event: Event) -> DeliverResult:
-        """Paste the framed event; then, for an adapter with receipts, confirm it."""
+    def _paste(
+        self, record: SessionRecord, event: Event
+    ) -> tuple[DeliverResult, Callable[[], None]]:
+        """Paste the framed event. The callable returned confirms it (adapters with
+        receipts), called once the caller has logged the delivery."""
         text = frame(event)
         if not getattr(self.adapter, "has_receipts", False):
-            return self.tmux.deliver(record.tmux_name, text)
+            return self.tmux.deliver(record.tmux_name, text), lambda: None
         conversation = record.conversation_id or self._discover(
             record, _epoch(record.updated_at), wait=False
         )
         mark = self.adapter.receipt_mark(conversation)  # type: ignore[attr-defined]
         result = self.tmux.deliver(record.tmux_name, text)
-        if result.ok:
-            self._confirm(record, event, conversation, mark, text)
-        return result
+        return result, lambda: self._confirm(record, event, conversation, mark, text)
 
     def _await_receipt(self, conversation: str | None, mark: int, text: str) -> tuple[str, float]:
         begun = time.monotonic()
@@ -525,9 +527,10 @@ class Dispatcher:
         held = self._hold_back(record, event)
         if held is not None:
             return held
-        result = self._paste(record, event)
+        result, confirm = self._paste(record, event)
         if result.ok:
             self._emit("dispatch.delivered", event, record.work_item, tmux_name=record.tmux_name)
+            confirm()
             return _processed("delivered")
         if not result.session_missing:
             return self._deliver_unanswered(event, result.error)
@@ -556,7 +559,7 @@ class Dispatcher:
         held = self._hold_back(record, event)
         if held is not None:
             return held
-        result = self._paste(record, event)
+        result, confirm = self._paste(record, event)
         if not result.ok:
             outcome = _failed("deliver_failed", _one_line(result.error))
             self._emit_failed(event, outcome)
@@ -568,6 +571,7 @@ class Dispatcher:
             tmux_name=record.tmux_name,
             via=via,
         )
+        confirm()
         return _processed("respawn_averted")
 
     def _respawn(self, record: SessionRecord, event: Event, presence: Presence) -> Outcome:
