@@ -12,6 +12,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -299,3 +300,52 @@ def test_a_harness_on_its_trust_dialog_is_reported_and_never_typed_into(
     assert rig.adapter.readiness(view).dialog == "trust"
     assert not rig.turns_with(comment)
     assert not rig.turns_with(opening)
+
+
+def _cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
+    return subprocess.run(
+        [sys.executable, "-m", "loop_cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_demo_with_the_real_harness(kind) -> None:
+    done = _cli("demo", "--harness", kind, "--binary", str(_binary(kind)))
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "All 5 steps observed" in done.stdout
+    assert "dispatch.confirmed" in done.stdout
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_harness_check_names_what_an_unattended_session_lacks(tmp_path, model, kind) -> None:
+    home, work, other = tmp_path / "home", tmp_path / "work", tmp_path / "other"
+    work.mkdir()
+    other.mkdir()
+    prepare_home(kind, home, [work], model.url, FAKE_KEY)
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        json.dumps(
+            {
+                "stateDir": str(tmp_path / "state"),
+                "tracker": "local",
+                "harness": {
+                    "adapter": kind,
+                    "binary": str(_binary(kind)),
+                    "stateDir": str(home),
+                    "cwd": str(work),
+                },
+            }
+        )
+    )
+    done = _cli("--config", str(config), "harness", "check", timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "[ok] version" in done.stdout
+    config.write_text(config.read_text().replace(str(work), str(other)))
+    done = _cli("--config", str(config), "harness", "check", timeout=60)
+    assert done.returncode == 1
+    assert f"[MISSING] folder trusted: {other}" in done.stdout
