@@ -349,3 +349,25 @@ def test_harness_check_names_what_an_unattended_session_lacks(tmp_path, model, k
     done = _cli("--config", str(config), "harness", "check", timeout=60)
     assert done.returncode == 1
     assert f"[MISSING] folder trusted: {other}" in done.stdout
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_burst_of_comments_after_a_spawn_each_arrives_exactly_once(rig_for, kind) -> None:
+    """Seven texts for one item committed at once: the opening (the spawn's prompt) and
+    six comments pasted as soon as the harness is ready, one after another, some while
+    it is still answering the previous one."""
+    rig = rig_for(kind)
+    ref = _ref(7)
+    markers = [_marker(f"burst{i}") for i in range(7)]
+    rig.source.add(ref, markers[0], EventKind.OPENED)
+    events = [rig.source.add(ref, f"comment {m}") for m in markers[1:]]
+    for event in events:
+        assert rig.until_processed(event) == "processed"
+    assert rig.wait_turns(markers[-1])
+    time.sleep(3)  # a repeated paste, if any, would reach the model now
+    final = "\n".join(rig.turns_with(markers[-1])[-1])
+    counts = {m: final.count(m) for m in markers}
+    assert counts == dict.fromkeys(markers, 1), counts
+    unconfirmed = rig.log("dispatch.unconfirmed")
+    assert not unconfirmed, unconfirmed
+    assert len(rig.log("dispatch.confirmed")) == len(events)

@@ -479,9 +479,9 @@ class Dispatcher:
         while True:
             receipt = self.adapter.receipt(conversation, mark, text)  # type: ignore[attr-defined]
             waited = time.monotonic() - begun
-            # No conversation file at all after a short while: waiting longer proves nothing.
-            hopeless = receipt.state == "unknown" and waited >= min(2.0, self.receipt_seconds)
-            if receipt.state == "confirmed" or hopeless or waited >= self.receipt_seconds:
+            # An "unknown" is waited out too: Claude Code writes a new conversation's file
+            # only once its first turn is answered, after inputs queued meanwhile.
+            if receipt.state == "confirmed" or waited >= self.receipt_seconds:
                 return receipt.state, waited
             self._sleep(0.2)
 
