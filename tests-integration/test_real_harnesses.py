@@ -371,3 +371,86 @@ def test_a_burst_of_comments_after_a_spawn_each_arrives_exactly_once(rig_for, ki
     unconfirmed = rig.log("dispatch.unconfirmed")
     assert not unconfirmed, unconfirmed
     assert len(rig.log("dispatch.confirmed")) == len(events)
+
+
+def _runtime(tmp_path: Path, kind: str, model: FakeModelServer, **harness: object):
+    """A Runtime over the demo's real-harness config (env file, harness.stateDir)."""
+    import yaml
+
+    from loop_cli.config import LoadedConfig, load_file
+    from loop_cli.demo import write_real_config
+    from loop_cli.runtime import Runtime
+
+    socket = f"loop-real-{uuid.uuid4().hex[:8]}"
+    config = write_real_config(tmp_path, socket, kind, str(_binary(kind)), model.url)
+    if harness:
+        data = yaml.safe_load(config.read_text())
+        data["harness"].update(harness)
+        config.write_text(yaml.safe_dump(data))
+    return Runtime(LoadedConfig(load_file(config), config, "--config")), config, socket
+
+
+def _cycle_until(rt, model: FakeModelServer, marker: str, limit: float = 90) -> list[list[str]]:
+    from loop_cli.poller import drain_once, run_cycle
+
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        run_cycle(rt)
+        drain_once(rt)
+        seen = [user_texts(r.body) for r in model.requests()]
+        found = [t for t in seen if any(marker in x for x in t)]
+        if found:
+            return found
+        time.sleep(0.3)
+    return []
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_sessions_restart_keeps_the_conversation_and_the_harness_home(
+    tmp_path, model, kind
+) -> None:
+    from loop_cli.tracker import LocalTracker
+
+    rt, config, socket = _runtime(tmp_path, kind, model)
+    try:
+        tracker = LocalTracker(rt.store)
+        opening, later = _marker("before-restart"), _marker("after-restart")
+        ref = tracker.open("restart me", opening, project="demo")
+        assert _cycle_until(rt, model, opening)
+        conversation = rt.store.registry.get(ref).conversation_id
+        done = _cli("--config", str(config), "sessions", "restart", "--all", "--force")
+        assert done.returncode == 0, done.stdout + done.stderr
+        tracker.comment(ref, later)
+        turns = _cycle_until(rt, model, later)
+        assert turns, f"no delivery after sessions restart ({kind})"
+        assert any(opening in t for t in turns[-1]), "the restart lost the conversation"
+        assert rt.store.registry.get(ref).conversation_id == conversation
+    finally:
+        rt.close()
+        subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True, check=False)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_status_names_a_session_waiting_on_a_dialog(tmp_path, model, kind) -> None:
+    from loop_cli.status import collect_status, render_text
+    from loop_cli.tracker import LocalTracker
+
+    untrusted = tmp_path / "untrusted"
+    untrusted.mkdir()
+    subprocess.run(["git", "init", "-q", str(untrusted)], check=True)
+    rt, _config, socket = _runtime(tmp_path, kind, model, cwdByProject={"lab": str(untrusted)})
+    try:
+        tracker = LocalTracker(rt.store)
+        ref = tracker.open("untrusted", _marker("opening"), project="lab")
+        deadline = time.monotonic() + 60
+        blocked: list[dict] = []
+        while time.monotonic() < deadline and not blocked:
+            _cycle_until(rt, model, "never-sent", limit=0.5)
+            blocked = collect_status(rt).get("blocked", [])
+        assert blocked == [
+            {"workItem": str(ref), "tmuxName": ref.tmux_name(), "dialog": "trust"}
+        ], blocked
+        assert "waits on its trust dialog" in render_text(collect_status(rt))
+    finally:
+        rt.close()
+        subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True, check=False)

@@ -55,7 +55,40 @@ def collect_status(rt: Runtime, now: datetime | None = None) -> dict[str, Any]:
     block = status_block(cfg, [r for r in records if r.active], fleet)
     if block is not None:
         status[ENV_BLOCK] = block
+    blocked = blocked_sessions(rt, [r for r in records if r.active], fleet)
+    if blocked:
+        status["blocked"] = blocked
     return status
+
+
+def blocked_sessions(rt: Runtime, records: list[SessionRecord], fleet: Fleet) -> list[dict]:
+    """Live sessions whose harness sits on a dialog (read from the pane now), for
+    adapters that can tell (claude-code, codex); nothing is typed into them."""
+    from loop_tmux import TmuxUnavailable
+
+    adapter = rt.adapter
+    if not getattr(adapter, "reads_screen", False):
+        return []
+    out = []
+    for record in records:
+        if fleet.presence(record.tmux_name) != LIVE:
+            continue
+        try:
+            view = rt.tmux.pane_view(record.tmux_name, capture=True)
+        except TmuxUnavailable:
+            continue
+        if view is None or view.dead:
+            continue
+        readiness = adapter.readiness(view)
+        if readiness.dialog is not None:
+            out.append(
+                {
+                    "workItem": str(record.work_item),
+                    "tmuxName": record.tmux_name,
+                    "dialog": readiness.dialog,
+                }
+            )
+    return out
 
 
 def _service_row(
@@ -141,6 +174,11 @@ def render_text(status: dict[str, Any]) -> str:
         line = inbox_line(status["inbox"])
         if line:
             lines.append(line)
+    for row in status.get("blocked", []):
+        lines.append(
+            f"blocked:   {row['workItem']} ({row['tmuxName']}) waits on its {row['dialog']} "
+            "dialog; deliveries wait (docs/harnesses.md)"
+        )
     block = status.get(ENV_BLOCK)
     if block is not None:
         if block.get("line"):
