@@ -17,6 +17,7 @@ Run: `python packages/loop-cli/benchmarks/bench_real_harness.py [claude-code|cod
 from __future__ import annotations
 
 import contextlib
+import os
 import statistics
 import subprocess
 import sys
@@ -136,7 +137,10 @@ def main(kind: str, n: int) -> int:
             )
     finally:
         rt.close()
-        subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True, check=False)
+        if not os.environ.get("BENCH_KEEP"):  # keep the private server to look at
+            subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True, check=False)
+        else:
+            print(f"  kept: tmux -L {socket}; {work}")
         model.stop()
     return 0
 

@@ -38,6 +38,10 @@ def test_claude_readiness_start_up_dialog_and_ready() -> None:
     key = a.readiness(view("Detected a custom API key in your environment", alternate=False))
     assert key.dialog == "api_key"
     assert a.readiness(view("\u276f ")).ready
+    box = "\u2500" * 40
+    drawn = f"\u25cf Noted.\n{box}\n\u276f \n{box}\n  auto mode on"
+    assert a.readiness(view(drawn, alternate=False)).ready  # a relaunch on the normal screen
+    assert not a.readiness(view("\u276f no rule above", alternate=False)).ready
 
 
 def test_codex_readiness_needs_its_composer_and_no_dialog() -> None:

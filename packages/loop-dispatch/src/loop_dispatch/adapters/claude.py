@@ -7,8 +7,9 @@ observed by running it (tests-integration/test_real_harnesses.py keeps checking 
   restores its whole history (from any directory). `--resume` of an id with nothing saved
   exits 1 ("No conversation found"), so an id counts as resumable only once its
   conversation file holds a user turn; otherwise the dispatcher starts fresh.
-- The main screen switches the terminal to the alternate screen once drawn; a paste
-  before that is lost. Its dialogs (trusted folder, custom API key, bypass-permissions
+- The main screen switches the terminal to the alternate screen once drawn (its input
+  box, a prompt line under a rule, is the proof when it does not); a paste before that
+  is lost. Its dialogs (trusted folder, custom API key, bypass-permissions
   warning, onboarding) draw on the normal screen, and a pasted CR answers them: the
   trust dialog's default is "No, exit".
 - Each submitted turn is appended to `<config dir>/projects/<cwd, / as ->/<ID>.jsonl` as
@@ -18,6 +19,7 @@ observed by running it (tests-integration/test_real_harnesses.py keeps checking 
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from collections.abc import Sequence
@@ -54,6 +56,22 @@ DIALOGS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
 )
+
+
+PROMPT_MARK = "\u276f"  # the input box's prompt (dialogs use it too: checked first)
+RULE = "\u2500"  # the box-drawing rule above and below the input box
+
+
+def _has_composer(screen: str | None) -> bool:
+    """The input box: a prompt line right under a rule. Claude Code usually draws its
+    main screen on the alternate screen, but a relaunch into a pane (respawn-pane) on a
+    loaded host was seen drawing it on the normal one: the box is the proof then."""
+    lines = (screen or "").splitlines()
+    for above, line in itertools.pairwise(lines):
+        rule = above.strip()
+        if rule and set(rule) == {RULE} and line.lstrip().startswith(PROMPT_MARK):
+            return True
+    return False
 
 
 def default_config_dir() -> Path:
@@ -117,7 +135,7 @@ class ClaudeCodeAdapter(VerifiedAdapter):
         for dialog, phrases in DIALOGS:
             if screen_has(view.screen, *phrases):
                 return Readiness(BLOCKED, dialog, f"Claude Code shows its {dialog} dialog")
-        if view.alternate_on:
+        if view.alternate_on or _has_composer(view.screen):
             return Readiness(READY)
         return Readiness(NOT_READY, None, "Claude Code has not drawn its main screen yet")
 
