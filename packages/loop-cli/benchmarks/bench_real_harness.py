@@ -8,7 +8,7 @@ private socket against loop_cli.fakemodel on loopback. It prints:
 - resident memory per idle session (the pane's process tree, median);
 - `sessions restart --all --force` wall time for the fleet;
 - delivery latency under that load: one comment per item right after the restart,
-  from the poll cycle to the model API receiving it (median, p95, max).
+  from committing it to the model API receiving it (its arrival time; median, p95, max).
 
 Run: `python packages/loop-cli/benchmarks/bench_real_harness.py [claude-code|codex] [N]`
 (default claude-code 20). Skips, saying why, when the CLI is not installed.
@@ -123,10 +123,11 @@ def main(kind: str, n: int) -> int:
         while len(seen) < n and time.monotonic() < deadline:
             run_cycle(rt)
             drain_once(rt)
-            turns = [t for r in model.requests() for t in user_texts(r.body)]
-            for ref, marker in markers.items():
-                if ref not in seen and any(marker in t for t in turns):
-                    seen[ref] = time.monotonic() - sent
+            for request in model.requests():
+                text = "\n".join(user_texts(request.body))
+                for ref, marker in markers.items():
+                    if ref not in seen and marker in text:
+                        seen[ref] = request.received - sent
             time.sleep(0.2)
         lat = list(seen.values())
         print(f"  delivered under load: {len(lat)}/{n}")

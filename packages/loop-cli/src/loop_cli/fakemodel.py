@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -31,10 +32,12 @@ REPLY = "Noted."
 
 @dataclass(frozen=True)
 class Request:
-    """One recorded request: the API it used and its JSON body."""
+    """One recorded request: the API it used, its JSON body, when it arrived
+    (`time.monotonic()`, for latency figures)."""
 
     path: str
     body: dict[str, Any]
+    received: float = field(default_factory=time.monotonic)
 
     @property
     def api(self) -> str:
