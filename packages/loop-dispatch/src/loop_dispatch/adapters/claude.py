@@ -20,7 +20,6 @@ observed by running it (tests-integration/test_real_harnesses.py keeps checking 
 from __future__ import annotations
 
 import itertools
-import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -166,11 +165,3 @@ class ClaudeCodeAdapter(VerifiedAdapter):
         path = self.conversation_file(conversation_id or "")
         state = receipts.find(path, mark, text, _user_text)
         return Receipt(state, "" if path is None else path.name)
-
-
-def read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
