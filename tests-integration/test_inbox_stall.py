@@ -402,13 +402,6 @@ def test_a_new_session_tmux_carries_out_late_is_adopted(late_spawn: LateSpawn) -
     assert seen.respawned == [], seen.line
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="adoption pastes the event into an agent whose late new-session already carried "
-    "it as its first prompt: the opening reaches the agent twice, outside the one "
-    "documented duplicate window (Dispatcher._occupied_live delivers frame(event) "
-    "without asking whether the adopted spawn was this event's own)",
-)
 def test_an_adopted_late_spawn_receives_its_opening_event_once(late_spawn: LateSpawn) -> None:
     assert late_spawn.opening == 1, late_spawn.line
 
@@ -621,13 +614,6 @@ def test_sigterm_stops_the_poller_promptly_during_a_stall(sigterm_in_stall: Stop
     assert seen.result["lost"] == 0, seen.line
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a poller stopped (SIGTERM) while attempts wait in a stalled tmux exits after "
-    "its 2 s grace leaving their tmux clients alive; tmux carries the pastes out at the "
-    "thaw and the next drain pastes the same events again (the rows were still claimed): "
-    "one duplicate per attempt under way, outside the documented crash window",
-)
 def test_sigterm_during_a_stall_duplicates_nothing(sigterm_in_stall: Stopped) -> None:
     seen = sigterm_in_stall
     assert seen.result["twice"] + seen.result["more"] == 0, seen.line

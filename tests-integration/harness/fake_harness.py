@@ -25,7 +25,9 @@ Contract (other packages' tests rely on it; change it only compatibly):
 * SIGTERM / SIGHUP: appends ``{"event": "exit", "signal": NAME, "pid": PID}`` and exits 0.
 * Knobs (environment): ``FAKE_HARNESS_EXIT_AFTER=SECONDS`` exits 0 after that long
   (``{"event": "exit", "reason": "exit_after"}``); ``FAKE_HARNESS_FAIL_RESUME=1`` makes
-  every ``--resume`` fail like an unknown id.
+  every ``--resume`` fail like an unknown id; ``FAKE_HARNESS_EDIT=FILE`` makes it edit
+  FILE (relative to its cwd, as an agent edits its checkout): one line
+  ``<session_id> start|message N`` appended on start and per message.
 * Like Claude Code it switches to the alternate screen (``ESC[?1049h``) once its
   terminal is ready, and with ``CLAUDE_CONFIG_DIR`` set it also appends each user turn
   (the prompt, each message) as Claude Code does, ``{"type": "user", "message":
@@ -188,11 +190,18 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGHUP, on_signal)
     count = 0
+    edit = os.environ.get("FAKE_HARNESS_EDIT")
+
+    def edit_file(what: str) -> None:
+        if edit:
+            with open(edit, "a", encoding="utf-8") as fh:
+                fh.write(f"{session_id} {what}\n")
 
     def on_message(data: bytes, bracketed: bool) -> None:
         nonlocal count
         count += 1
         text = data.decode("utf-8", "replace")
+        edit_file(f"message {count}")
         convo.append({"event": "message", "text": text, "bracketed": bracketed})
         convo.user_turn(text)
         if tty:
@@ -211,6 +220,7 @@ def main(argv: list[str]) -> int:
         ttymod.setraw(fd, termios.TCSANOW)
         os.write(sys.stdout.fileno(), b"\x1b[?1049h\x1b[?2004h")
         os.write(sys.stdout.fileno(), f"[fake-harness] {mode} {session_id}\r\n".encode())
+    edit_file("start")
     # "start" is written once the terminal is raw and bracketed paste is on: a test that
     # waits for it may paste at once, as into a harness whose prompt is showing.
     convo.append(

@@ -1,7 +1,8 @@
 """Requests per poll cycle: 2 repositories x 200 watched items, against the fake GitHub.
 
 Goal: an idle cycle costs one request per repository, answered 304 (free against the
-rate limit). Prints requests per cycle (total, 304s, counted against the limit) for the
+rate limit), plus one conditional check-runs probe (304) per open pull request linked
+to an item. Prints requests per cycle (total, 304s, counted against the limit) for the
 first cycle, idle cycles inside and after the settle window, and busy cycles, plus the
 median wall time of each kind. Bounded: a fixed number of cycles, loopback only.
 """
@@ -22,6 +23,7 @@ REPOS = ["bench/alpha", "bench/beta"]
 ITEMS = 200
 LABEL = "the-loop"
 TOKEN = "bench-token"
+PULLS = 10
 
 
 def cycle(fake: FakeGitHub, source: GitHubSource, cursor: str | None):
@@ -102,6 +104,36 @@ def main() -> None:
                 samples.append(tuple(sample))
                 fake.tick(60)
             row(f"busy, {burst} comments/cycle", samples, events // 5)
+
+        # Pull requests: each open PR linked to an item adds one conditional check-runs
+        # probe per cycle (a 304 when its checks did not change: free); PR activity is
+        # read only in the cycles the activity probe reports a change.
+        prs = {repo: [] for repo in REPOS}
+        for repo in REPOS:
+            for n in range(PULLS):
+                prs[repo].append(fake.open_pull(repo, body=f"Fixes #{n + 1}", user="alice"))
+        for _ in range(2):
+            fake.tick(300)
+            batch, *_ = cycle(fake, source, cursor)
+            cursor = batch.cursor
+        idle = []
+        for _ in range(10):
+            fake.tick(60)
+            batch, *sample = cycle(fake, source, cursor)
+            cursor = batch.cursor
+            idle.append(tuple(sample))
+        row(f"idle, {PULLS} open linked PRs/repo", idle, 0)
+        samples, events = [], 0
+        for k in range(5):
+            for repo in REPOS:
+                for pr in prs[repo][:5]:
+                    fake.review_comment(repo, pr.number, f"line note {k}", user="alice")
+            batch, *sample = cycle(fake, source, cursor)
+            cursor = batch.cursor
+            events += len(batch.events)
+            samples.append(tuple(sample))
+            fake.tick(60)
+        row("busy, 10 review comments/cycle", samples, events // 5)
 
 
 if __name__ == "__main__":

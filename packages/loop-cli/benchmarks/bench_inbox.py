@@ -23,6 +23,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -56,8 +57,12 @@ def _opening(ref: WorkItemRef) -> Event:
     )
 
 
-def run(items: int, events: int, pace: float) -> dict[str, float]:
-    """`events` comments over `items` items, one every `pace` seconds (0: a burst)."""
+def run(
+    items: int, events: int, pace: float, also: Callable[[Settlement], None] | None = None
+) -> dict[str, float]:
+    """`events` comments over `items` items, one every `pace` seconds (0: a burst).
+
+    `also`: a second settle callback, chained as the runtime chains the reactions."""
     socket = f"bench-inbox-{uuid.uuid4().hex[:8]}"
     tmux = Tmux(socket_name=socket, config_file="/dev/null")
     with tempfile.TemporaryDirectory() as tmp:
@@ -85,6 +90,8 @@ def run(items: int, events: int, pace: float) -> dict[str, float]:
                 settled[s.entry.delivery_id] = time.perf_counter()
                 if len(settled) >= events:
                     done.set()
+                if also is not None:
+                    also(s)
 
             drain = Drain(store, dispatcher, log, versions={"bench": "1"}, on_settled=on_settled)
             stop = threading.Event()

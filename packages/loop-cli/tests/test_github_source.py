@@ -14,6 +14,7 @@ from loop_dispatch import EventKind, WorkItemRef, comment_delivery_id
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fakegithub import FakeGitHub
 
+from loop_cli.github.client import GitHubError
 from loop_cli.github.parse import MARKER
 from loop_cli.github.source import GitHubSource
 
@@ -124,6 +125,48 @@ def test_newly_labeled_item_opens_and_its_comments_are_baseline(fake: FakeGitHub
     # again; the ledger drops it by the delivery id recorded above.
     fake.comment(REPO, 1, "now do it")
     assert "now do it" in bodies(poller.cycle())
+
+
+def test_a_comment_written_after_the_label_but_before_the_poller_looked_is_delivered(
+    fake: FakeGitHub,
+) -> None:
+    """The label's time comes from the issue's events: history before it is baselined,
+    a request written right after it is a comment event (it used to be baselined: lost)."""
+    poller = Poller(fake)
+    fake.open_issue(REPO, title="Fix the parser", body="It breaks on tabs.")
+    poller.cycle()
+    early = fake.comment(REPO, 1, "context before labeling")
+    fake.label(REPO, 1, LABEL)
+    fake.comment(REPO, 1, "and mind the CRLF files too")
+    batch = poller.cycle()
+    assert [e.kind for e in batch.events] == [EventKind.COMMENT, EventKind.OPENED]
+    assert bodies(batch) == ["and mind the CRLF files too"]
+    assert comment_delivery_id(f"github:{REPO}", str(early.id)) in batch.baseline
+    assert fake.count(f"/repos/{REPO}/issues/1/events") == 1
+
+
+def test_without_issue_events_the_previous_look_bounds_the_label(fake: FakeGitHub) -> None:
+    """GitHub cannot list the issue's events: comments from before the previous cycle are
+    history, later ones are delivered (an extra comment beats a lost one)."""
+    poller = Poller(fake)
+    fake.open_issue(REPO, title="Fix the parser", body="It breaks on tabs.")
+    old = fake.comment(REPO, 1, "long before")
+    poller.cycle()
+    fake.label(REPO, 1, LABEL)
+    fake.comment(REPO, 1, "right after the label")
+    real_list = poller.source.github.list_all
+
+    def no_events(path, *args, **kwargs):
+        if path.endswith("/events"):
+            raise GitHubError("GET events: 502")
+        return real_list(path, *args, **kwargs)
+
+    poller.source.github.list_all = no_events
+    batch = poller.cycle()
+    assert bodies(batch) == ["right after the label"]
+    assert comment_delivery_id(f"github:{REPO}", str(old.id)) not in [
+        e.delivery_id for e in batch.events
+    ]
 
 
 def test_closing_a_watched_item_is_a_closed_event(fake: FakeGitHub) -> None:

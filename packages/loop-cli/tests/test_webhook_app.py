@@ -352,6 +352,50 @@ def test_202_means_the_event_is_already_in_the_inbox(tmp_path: Path) -> None:
         store.close()
 
 
+def test_a_push_for_a_comment_the_poller_only_baselined_is_delivered(tmp_path: Path) -> None:
+    """The poller saw the item first and baselined its comments; GitHub pushing one of
+    them says it is new (written after the label): it is taken, not a duplicate."""
+    from loop_dispatch.store import Store
+
+    store = Store.open(tmp_path)
+    delivery = comment_delivery_id(f"github:{REPO}", "77")
+    store.inbox.accept("github", [], baseline=[delivery])
+    app = create_app(
+        SECRET, InboxAccept(store), authorized_actors=["alice"], trigger_label="the-loop"
+    )
+    try:
+        with served(app) as url, httpx.Client(base_url=url, timeout=10) as c:
+            r = post(c, comment_payload(cid=77), delivery="push-1")
+            assert r.status_code == 202, r.json()
+            assert r.json()["deliveryId"] == delivery
+            assert store.inbox.by_delivery(delivery).state == "pending"
+    finally:
+        store.close()
+
+
+def test_a_receiver_whose_state_was_replaced_answers_503(tmp_path: Path) -> None:
+    """A state directory replaced under the receiver: a row committed now lands in a file
+    no daemon reads, so the answer is 503 (GitHub delivers it again), never 202."""
+    from loop_cli.ground import Ground
+    from loop_dispatch.store import Store
+
+    state = tmp_path / "state"
+    store = Store.open(state)
+    ground = Ground(state, state / "state.db")
+    accept = InboxAccept(store, watch=ground.check)
+    app = create_app(SECRET, accept, authorized_actors=["alice"], trigger_label="the-loop")
+    try:
+        with served(app) as url, httpx.Client(base_url=url, timeout=10) as c:
+            assert post(c, comment_payload(cid=1), delivery="g-1").status_code == 202
+            state.rename(tmp_path / "old-state")
+            Store.open(state).close()  # the operator restored another state directory
+            r = post(c, comment_payload(cid=2), delivery="g-2")
+            assert r.status_code == 503
+            assert "replaced" in r.json()["reason"]
+    finally:
+        store.close()
+
+
 def test_unconfigured_repository_is_ignored(sink: Sink) -> None:
     app = create_app(
         SECRET,

@@ -38,7 +38,7 @@ def _start(fake_tmux, make_dispatcher, make_event, store, **kw):
     """A registered, live session for REF (the first spawn of the tree)."""
     disp = make_dispatcher(fake_tmux.tmux, **kw)
     first = disp.dispatch(make_event(REF))
-    assert first.kind is OutcomeKind.PROCESSED
+    assert first.kind is OutcomeKind.PROCESSED, first.detail
     assert first.reason == "spawned"
     assert NAME in fake_tmux.state.sessions()
     return disp, store.registry.get(make_event(REF).work_item)

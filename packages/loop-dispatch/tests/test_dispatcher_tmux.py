@@ -355,3 +355,59 @@ def test_fresh_respawn_whose_harness_dies_at_once_keeps_the_event(
     assert store.deliveries.state(event.delivery_id) is None
     assert store.registry.get(REF).conversation_id == conversation  # not replaced
     assert "session.respawned" not in [r["type"] for r in events.read()]
+
+
+def _unsettle(store, delivery_id: str) -> None:
+    """Put a delivery back as claimed-and-unsettled: what a kill -9 before the settle leaves."""
+    with store.transaction() as conn:
+        conn.execute(
+            "UPDATE deliveries SET state = 'claimed' WHERE delivery_id = ?", (delivery_id,)
+        )
+
+
+def test_an_event_whose_spawn_already_holds_it_is_never_pasted_again(
+    setup, store, events, make_event, read_conversation, wait_for
+):
+    """A daemon killed after the first spawn and before its settle: the retried event
+    finds the live harness started with it as prompt (spawn token), and settles with no
+    paste. A later event is pasted as usual; a different event is never mistaken."""
+    disp, _tmux, convo = setup
+    first = make_event(REF, body="Fix the build")
+    assert disp.dispatch(first).reason == "spawned"
+    record = store.registry.get(REF)
+    wait_for(_started(read_conversation, convo, record.conversation_id))
+    _unsettle(store, first.delivery_id)  # the settle never happened (kill -9)
+
+    again = disp.dispatch(first)
+    assert (again.kind, again.reason) == (OutcomeKind.PROCESSED, "carried_by_spawn")
+    assert [r["type"] for r in events.read("dispatch.carried")] == ["dispatch.carried"]
+    assert events.read("session.adopted") == []  # already registered: nothing to adopt
+
+    later = make_event(REF, body="and the tests")
+    assert disp.dispatch(later).reason == "delivered"
+    got = wait_for(lambda: _messages(read_conversation, convo, record.conversation_id))
+    assert [m["text"] for m in got] == [frame(later)]  # the opening came once, as prompt
+    starts = [r for r in read_conversation(convo, record.conversation_id) if r["event"] == "start"]
+    assert [s["prompt"] for s in starts] == [frame(first)]
+
+
+def test_a_rolled_back_spawn_that_tmux_carried_out_is_adopted_without_a_paste(
+    setup, store, events, make_event, read_conversation, wait_for
+):
+    """The registry lost the record (a late new-session was rolled back) but the live
+    session carries this event's spawn token: registered again, no paste."""
+    disp, _tmux, convo = setup
+    first = make_event(REF, body="Fix the build")
+    assert disp.dispatch(first).reason == "spawned"
+    record = store.registry.get(REF)
+    wait_for(_started(read_conversation, convo, record.conversation_id))
+    store.registry.reset(REF)
+    _unsettle(store, first.delivery_id)
+
+    assert disp.dispatch(first).reason == "carried_by_spawn"
+    adopted = store.registry.get(REF)
+    assert adopted.active
+    assert adopted.conversation_id == record.conversation_id
+    (event,) = events.read("session.adopted")
+    assert event["detail"]["carried"] is True
+    assert _messages(read_conversation, convo, record.conversation_id) == []

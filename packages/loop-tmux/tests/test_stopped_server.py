@@ -86,3 +86,44 @@ def test_a_timed_out_action_may_still_run_when_the_server_resumes(
         lambda: tmux.pane_pids("loop-late") != [before] and tmux.pane_pids("loop-late")
     )
     assert after != [before]
+
+
+def test_kill_clients_ends_a_waiting_paste_so_the_thaw_never_carries_it_out(
+    tmux: Tmux, recorder: Callable[[str], Recorder]
+) -> None:
+    """A daemon stopping during a stall ends its waiting clients (`kill_clients`): their
+    pastes are not carried out when the server runs again. A client left alive is (the
+    control: that is the duplicate a stopped daemon would otherwise leave behind)."""
+    import threading
+    import time
+
+    from loop_tmux import kill_clients
+
+    rec = recorder("loop-thaw")
+    server = int(tmux_out(tmux, "display-message", "-p", "#{pid}").strip())
+    patient = Tmux(socket_name=tmux.socket_name, config_file="/dev/null", timeout=60)
+    answers: dict[str, object] = {}
+
+    def send(text: str) -> None:
+        answers[text] = patient.deliver("loop-thaw", text)
+
+    os.kill(server, signal.SIGSTOP)
+    try:
+        killed = threading.Thread(target=send, args=("killed while waiting",))
+        killed.start()
+        time.sleep(1.0)  # the client has queued its command with the stopped server
+        assert kill_clients() >= 1
+        kept = threading.Thread(target=send, args=("left waiting",))
+        kept.start()
+        time.sleep(1.0)
+    finally:
+        os.kill(server, signal.SIGCONT)
+    killed.join(30)
+    kept.join(30)
+    assert not killed.is_alive()
+    assert not kept.is_alive()
+    assert answers["killed while waiting"].ok is False  # type: ignore[attr-defined]
+    expected = b"\x1b[200~left waiting\x1b[201~\r"
+    assert rec.wait_bytes(len(expected)) == expected
+    time.sleep(0.5)
+    assert b"killed while waiting" not in rec.data()

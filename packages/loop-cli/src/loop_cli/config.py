@@ -83,6 +83,11 @@ class GitHubConfig(_Section):
     token_env: EnvName = "GITHUB_TOKEN"  # noqa: S105 (a variable NAME)
     api_url: str = "https://api.github.com"
     trigger_label: str = "the-loop"
+    # A pull request that links to no issue gets a session of its own only when true.
+    session_per_pr: bool = False
+    # React on the triggering comment (eyes: delivered; rocket: in the conversation;
+    # confused + one comment: given up), so the commenter sees it arrived.
+    reactions: bool = True
 
     @field_validator("repositories")
     @classmethod
@@ -203,6 +208,25 @@ class EventLogConfig(_Section):
     backups: int = Field(default=5, ge=0)
 
 
+class WorkspaceConfig(_Section):
+    """Where agents work: one shared cwd, or one git worktree per item (docs/workspaces.md)."""
+
+    mode: Literal["shared", "worktree"] = "shared"
+    # "OWNER/REPO" (github) or "PROJECT" (local) -> the local clone worktrees are made from.
+    repositories: dict[str, ConfigPath] = Field(default_factory=dict)
+    root: ConfigPath | None = None  # default: <stateDir>/worktrees
+    base_ref: str | None = None  # default: the clone's default branch
+    fetch: bool = True
+
+    @model_validator(mode="after")
+    def _worktree_needs(self) -> WorkspaceConfig:
+        if self.mode == "worktree" and not self.repositories:
+            raise ValueError("mode worktree needs at least one repositories entry")
+        if self.base_ref is not None and (not self.base_ref or self.base_ref.startswith("-")):
+            raise ValueError("baseRef must be a branch, tag or commit name")
+        return self
+
+
 class SessionsConfig(_Section):
     kill_harness_on_close: bool = True
 
@@ -225,6 +249,7 @@ class Config(_Section):
     env: EnvConfig = Field(default_factory=EnvConfig)
     event_log: EventLogConfig = Field(default_factory=EventLogConfig)
     sessions: SessionsConfig = Field(default_factory=SessionsConfig)
+    workspace: WorkspaceConfig = Field(default_factory=WorkspaceConfig)
     services: ServicesConfig = Field(default_factory=ServicesConfig)
 
     @model_validator(mode="after")
@@ -244,6 +269,10 @@ class Config(_Section):
         if self.event_log.path is not None:
             return self.event_log.path
         return self.effective_state_dir() / "events.jsonl"
+
+    def workspace_root(self) -> Path:
+        root = self.workspace.root
+        return root if root is not None else self.effective_state_dir() / "worktrees"
 
     def cwd_for_project(self, project: str) -> Path:
         """Where a session of this project starts: the per-project override, else `cwd`,
@@ -423,8 +452,15 @@ def _anchor(config: Config, base: Path) -> Config:
             "cwd_by_project": {k: fix(v) for k, v in config.harness.cwd_by_project.items()},
         }
     )
+    workspace = config.workspace.model_copy(
+        update={
+            "root": fix(config.workspace.root),
+            "repositories": {k: fix(v) for k, v in config.workspace.repositories.items()},
+        }
+    )
     return config.model_copy(
         update={
+            "workspace": workspace,
             "state_dir": fix(config.state_dir),
             "harness": harness,
             "env": config.env.model_copy(update={"file": fix(config.env.file)}),

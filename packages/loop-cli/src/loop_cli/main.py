@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "harness": ("loop_cli.commands.harness:harness", "Check the configured harness's setup."),
     "gh-webhook": ("loop_cli.commands.webhook:gh_webhook", "The GitHub webhook receiver."),
     "env": ("loop_cli.commands.env:env", "Where environment values live (env doctor)."),
+    "workspace": ("loop_cli.commands.workspace:workspace", "Per-item git worktrees: list, gc."),
 }
 
 

@@ -81,6 +81,7 @@ def build_source(config: Config, store: Store) -> Source:
         trigger_label=config.github.trigger_label,
         authorized_actors=list(config.authorized_actors),
         store=store,
+        session_per_pr=config.github.session_per_pr,
     )
 
 
@@ -174,6 +175,9 @@ class Runtime:
             backoff=cfg.backoff_seconds,
             max_backoff=cfg.max_backoff_seconds,
         )
+        reactor = self.reactor()
+        if reactor is not None:
+            on_settled = _both(on_settled, reactor.on_settled)
         return Drain(
             self.store,
             _LaunchChecked(self),
@@ -184,7 +188,61 @@ class Runtime:
             lease_seconds=cfg.lease_seconds,
             watch=watch,
             on_settled=on_settled,
+            paste_gate=self.paste_gate,
         )
+
+    def reactor(self) -> Any:
+        """Reactions on GitHub comments (`github.reactions`), when a token is at hand;
+        None otherwise. Built once; closed with the runtime."""
+        if "_reactor" in self.__dict__:
+            return self.__dict__["_reactor"]
+        import os
+
+        gh = self.config.github
+        token = os.environ.get(gh.token_env)
+        reactor = None
+        if gh.reactions and gh.repositories and token:
+            from .github.client import GitHubClient
+            from .github.reactions import Reactor
+
+            client = GitHubClient(token, gh.api_url)
+            self._opened.append(client)
+
+            def failed(job: Any, result: str) -> None:
+                if result != "posted":
+                    self.event_log.emit(
+                        "github.reaction_failed",
+                        level="warning",
+                        source=EVENT_SOURCE,
+                        detail={"what": job.what, "path": job.path, "error": result[:300]},
+                    )
+
+            reactor = Reactor(client.post_json, on_result=failed)
+            self._opened.append(reactor)
+        self.__dict__["_reactor"] = reactor
+        return reactor
+
+    @cached_property
+    def workspaces(self) -> Any:
+        """The per-item worktrees (`workspace.mode: worktree`), else None (shared cwd)."""
+        if self.config.workspace.mode != "worktree":
+            return None
+        from loop_dispatch.workspace import Workspaces
+
+        cfg = self.config.workspace
+        return Workspaces(
+            self.config.workspace_root(),
+            dict(cfg.repositories),
+            base_ref=cfg.base_ref,
+            fetch=cfg.fetch,
+        )
+
+    @cached_property
+    def paste_gate(self) -> Any:
+        """Shared by the dispatcher and the drain: a kill repeats at most one paste."""
+        from loop_dispatch.pastegate import PasteGate
+
+        return PasteGate()
 
     @cached_property
     def dispatcher(self) -> Any:
@@ -203,6 +261,8 @@ class Runtime:
             survival_delay=self.config.harness.survival_seconds,
             receipt_seconds=self.config.harness.receipt_seconds,
             kill_harness_on_close=self.config.sessions.kill_harness_on_close,
+            workspaces=self.workspaces,
+            paste_gate=self.paste_gate,
         )
 
     def check_launch(self) -> None:
@@ -258,6 +318,19 @@ class Runtime:
             with contextlib.suppress(Exception):
                 obj.close()
         self._opened.clear()
+
+
+def _both(first: Any, second: Any) -> Any:
+    if first is None:
+        return second
+
+    def call(settlement: Any) -> None:
+        try:
+            first(settlement)
+        finally:
+            second(settlement)
+
+    return call
 
 
 class _LaunchChecked:

@@ -23,9 +23,12 @@ START_PROMPT = "Session started by {actor} with `the-loop sessions start`."
 
 def list_rows(rt: Runtime) -> list[dict[str, Any]]:
     """One row per registered session, with its presence from one fleet read."""
+    from .workspaces import kept_reason
+
     fleet = read_fleet(rt.tmux)
     rows = []
     for rec in rt.store.registry.list() if rt.has_state else []:
+        kept = "" if rec.active else kept_reason(rt, rec.work_item)
         rows.append(
             {
                 "ref": str(rec.work_item),
@@ -38,6 +41,7 @@ def list_rows(rt: Runtime) -> list[dict[str, Any]]:
                 "cwd": str(rec.cwd),
                 "createdAt": rec.created_at.isoformat(),
                 "updatedAt": rec.updated_at.isoformat(),
+                "workspaceKept": kept,
             }
         )
     return rows

@@ -8,7 +8,7 @@ lag, injectable 5xx and slow responses, `GET /user`, and a request log.
 """
 
 from . import payloads
-from .server import FakeComment, FakeGitHub, FakeIssue
+from .server import FakeComment, FakeGitHub, FakeIssue, FakePull
 from .serving import served
 
-__all__ = ["FakeComment", "FakeGitHub", "FakeIssue", "payloads", "served"]
+__all__ = ["FakeComment", "FakeGitHub", "FakeIssue", "FakePull", "payloads", "served"]

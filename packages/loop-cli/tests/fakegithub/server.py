@@ -41,6 +41,46 @@ class FakeIssue:
     created_at: datetime
     updated_at: datetime
     closed_at: datetime | None = None
+    pull: FakePull | None = None  # set: this issue is a pull request
+
+
+@dataclass
+class FakePull:
+    head_ref: str
+    head_sha: str
+    merged: bool = False
+
+
+@dataclass
+class FakeReview:
+    id: int
+    pr_number: int
+    user: str
+    body: str
+    state: str
+    submitted_at: datetime
+
+
+@dataclass
+class FakeReviewComment:
+    id: int
+    pr_number: int
+    user: str
+    body: str
+    path: str
+    line: int | None
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass
+class FakeCheckRun:
+    id: int
+    head_sha: str
+    head_branch: str
+    name: str
+    conclusion: str
+    completed_at: datetime
 
 
 @dataclass
@@ -59,6 +99,13 @@ class FakeRepo:
     name: str
     issues: dict[int, FakeIssue] = field(default_factory=dict)
     comments: list[FakeComment] = field(default_factory=list)
+    reviews: list[FakeReview] = field(default_factory=list)
+    review_comments: list[FakeReviewComment] = field(default_factory=list)
+    check_runs: list[FakeCheckRun] = field(default_factory=list)
+    # (subject kind "issues"|"pulls", comment id, content, user) in the order posted
+    reactions: list[tuple[str, int, str, str]] = field(default_factory=list)
+    # Issue events (GET /repos/o/r/issues/N/events): (number, event, label, created_at).
+    issue_events: list[tuple[int, str, str, datetime]] = field(default_factory=list)
 
 
 class FakeGitHub:
@@ -125,6 +172,79 @@ class FakeGitHub:
             repo.issues[number].updated_at = at
             return item
 
+    def open_pull(
+        self,
+        full_name: str,
+        title: str = "a change",
+        body: str = "",
+        head_ref: str = "feature",
+        user: str = "alice",
+    ) -> FakeIssue:
+        """A pull request: an issue (same number space, listed by the issues API) with
+        a head branch and commit."""
+        issue = self.open_issue(full_name, title, body, user)
+        with self._lock:
+            sha = hashlib.sha1(f"{full_name}#{issue.number}".encode()).hexdigest()
+            issue.pull = FakePull(head_ref, sha)
+            return issue
+
+    def close_pull(self, full_name: str, number: int, merged: bool = True) -> None:
+        self.close(full_name, number)
+        with self._lock:
+            pull = self.repos[full_name].issues[number].pull
+            assert pull is not None
+            pull.merged = merged
+
+    def review(
+        self,
+        full_name: str,
+        number: int,
+        body: str,
+        state: str = "CHANGES_REQUESTED",
+        user: str = "alice",
+    ) -> FakeReview:
+        repo = self.repo(full_name)
+        at = self.tick()
+        with self._lock:
+            self._next_id += 1
+            item = FakeReview(self._next_id, number, user, body, state, at)
+            repo.reviews.append(item)
+            repo.issues[number].updated_at = at  # a review bumps the PR, as on GitHub
+            return item
+
+    def review_comment(
+        self,
+        full_name: str,
+        number: int,
+        body: str,
+        path: str = "src/app.py",
+        line: int | None = 40,
+        user: str = "alice",
+    ) -> FakeReviewComment:
+        repo = self.repo(full_name)
+        at = self.tick()
+        with self._lock:
+            self._next_id += 1
+            item = FakeReviewComment(self._next_id, number, user, body, path, line, at, at)
+            repo.review_comments.append(item)
+            repo.issues[number].updated_at = at
+            return item
+
+    def check_run(
+        self, full_name: str, number: int, conclusion: str = "failure", name: str = "tests"
+    ) -> FakeCheckRun:
+        """A completed check run on the PR's head commit. Like GitHub, it does not
+        touch the PR's `updated_at`."""
+        repo = self.repo(full_name)
+        at = self.tick()
+        with self._lock:
+            pull = repo.issues[number].pull
+            assert pull is not None
+            self._next_id += 1
+            item = FakeCheckRun(self._next_id, pull.head_sha, pull.head_ref, name, conclusion, at)
+            repo.check_runs.append(item)
+            return item
+
     def label(self, full_name: str, number: int, label: str) -> None:
         repo = self.repo(full_name)
         at = self.tick()
@@ -132,6 +252,7 @@ class FakeGitHub:
             issue = repo.issues[number]
             issue.labels.add(label)
             issue.updated_at = at
+            repo.issue_events.append((number, "labeled", label, at))
 
     def close(self, full_name: str, number: int) -> None:
         repo = self.repo(full_name)
@@ -188,6 +309,57 @@ class FakeGitHub:
             "created_at": iso(issue.created_at),
             "updated_at": iso(issue.updated_at),
             "closed_at": iso(issue.closed_at) if issue.closed_at else None,
+            **({"pull_request": {"url": "pulls"}} if issue.pull else {}),
+        }
+
+    def _pull_json(self, repo: FakeRepo, issue: FakeIssue) -> dict[str, Any]:
+        assert issue.pull is not None
+        out = self._issue_json(repo, issue)
+        out.pop("pull_request", None)
+        out["html_url"] = f"https://github.com/{repo.owner}/{repo.name}/pull/{issue.number}"
+        out["head"] = {"ref": issue.pull.head_ref, "sha": issue.pull.head_sha}
+        out["merged"] = issue.pull.merged
+        out["merged_at"] = out["closed_at"] if issue.pull.merged else None
+        return out
+
+    def _review_json(self, repo: FakeRepo, item: FakeReview) -> dict[str, Any]:
+        return {
+            "id": item.id,
+            "user": {"login": item.user},
+            "body": item.body,
+            "state": item.state,
+            "html_url": f"https://github.com/{repo.owner}/{repo.name}/pull/{item.pr_number}"
+            f"#pullrequestreview-{item.id}",
+            "submitted_at": iso(item.submitted_at),
+        }
+
+    def _review_comment_json(self, repo: FakeRepo, item: FakeReviewComment) -> dict[str, Any]:
+        api = f"http://127.0.0.1:{self.port}/repos/{repo.owner}/{repo.name}"
+        return {
+            "id": item.id,
+            "user": {"login": item.user},
+            "body": item.body,
+            "path": item.path,
+            "line": item.line,
+            "original_line": item.line,
+            "html_url": f"https://github.com/{repo.owner}/{repo.name}/pull/{item.pr_number}"
+            f"#discussion_r{item.id}",
+            "pull_request_url": f"{api}/pulls/{item.pr_number}",
+            "created_at": iso(item.created_at),
+            "updated_at": iso(item.updated_at),
+        }
+
+    def _check_run_json(self, repo: FakeRepo, item: FakeCheckRun) -> dict[str, Any]:
+        return {
+            "id": item.id,
+            "name": item.name,
+            "status": "completed",
+            "conclusion": item.conclusion,
+            "head_sha": item.head_sha,
+            "html_url": f"https://github.com/{repo.owner}/{repo.name}/runs/{item.id}",
+            "completed_at": iso(item.completed_at),
+            "check_suite": {"id": item.id + 1, "head_branch": item.head_branch},
+            "pull_requests": [],
         }
 
     def _comment_json(self, repo: FakeRepo, item: FakeComment) -> dict[str, Any]:
@@ -229,6 +401,8 @@ class FakeGitHub:
             body = {"message": "API rate limit exceeded"}
             status = self.limited_status
             return self._log(path, query, JSONResponse(body, status, headers=headers))
+        if request.method == "POST":
+            return self._log(path, query, await self._post(request))
         try:
             payload, link = self._route(request)
         except LookupError:
@@ -269,6 +443,8 @@ class FakeGitHub:
         params = request.query_params
         if parts == ["user"]:
             return {"login": self.login, "id": 1}, None
+        if len(parts) >= 4 and parts[0] == "repos" and parts[3] in ("pulls", "commits"):
+            return self._route_pulls(request, parts)
         if len(parts) < 4 or parts[0] != "repos" or parts[3] != "issues":
             raise LookupError(request.url.path)
         full = f"{parts[1]}/{parts[2]}"
@@ -281,11 +457,110 @@ class FakeGitHub:
                 rows = self._list_issues(repo, params)
             elif parts[4:] == ["comments"]:
                 rows = self._list_comments(repo, params, None, visible_before)
+            elif len(parts) == 6 and parts[5] == "events":
+                number = int(parts[4])
+                if number not in repo.issues:
+                    raise LookupError(number)
+                rows = [
+                    {
+                        "id": k + 1,
+                        "event": kind,
+                        "label": {"name": label},
+                        "created_at": iso(at),
+                        "actor": {"login": "someone"},
+                    }
+                    for k, (n, kind, label, at) in enumerate(repo.issue_events)
+                    if n == number
+                ]
             elif len(parts) == 6 and parts[5] == "comments":
                 number = int(parts[4])
                 if number not in repo.issues:
                     raise LookupError(number)
                 rows = self._list_comments(repo, params, number, visible_before)
+            else:
+                raise LookupError(request.url.path)
+        return self._paginate(request, rows)
+
+    async def _post(self, request: Request) -> Response:
+        """Reactions on issue and review comments, and comments on issues (as the
+        token's login). 404 for what does not exist, 422 for a bad body, like GitHub."""
+        parts = [p for p in request.url.path.split("/") if p]
+        try:
+            body = await request.json()
+        except ValueError:
+            return JSONResponse({"message": "Problems parsing JSON"}, 400)
+        if len(parts) < 4 or parts[0] != "repos" or not isinstance(body, dict):
+            return JSONResponse({"message": "Not Found"}, 404)
+        full = f"{parts[1]}/{parts[2]}"
+        with self._lock:
+            repo = self.repos.get(full)
+            if repo is None:
+                return JSONResponse({"message": "Not Found"}, 404)
+            rest = parts[3:]
+            if len(rest) == 4 and rest[1] == "comments" and rest[3] == "reactions":
+                content = body.get("content")
+                if content not in {
+                    "+1",
+                    "-1",
+                    "laugh",
+                    "confused",
+                    "heart",
+                    "hooray",
+                    "rocket",
+                    "eyes",
+                }:
+                    return JSONResponse({"message": "Validation Failed"}, 422)
+                cid = int(rest[2]) if rest[2].isdigit() else -1
+                pool = repo.comments if rest[0] == "issues" else repo.review_comments
+                if not any(c.id == cid for c in pool):
+                    return JSONResponse({"message": "Not Found"}, 404)
+                repo.reactions.append((rest[0], cid, content, self.login))
+                self.rate_remaining -= 1
+                return JSONResponse({"id": len(repo.reactions), "content": content}, 201)
+            if len(rest) == 3 and rest[0] == "issues" and rest[2] == "comments":
+                number = int(rest[1]) if rest[1].isdigit() else -1
+                if number not in repo.issues or not isinstance(body.get("body"), str):
+                    return JSONResponse({"message": "Not Found"}, 404)
+                self._next_id += 1
+                self.now += timedelta(seconds=1)
+                made = FakeComment(
+                    self._next_id, number, self.login, body["body"], self.now, self.now
+                )
+                repo.comments.append(made)
+                repo.issues[number].updated_at = self.now
+                self.rate_remaining -= 1
+                return JSONResponse(self._comment_json(repo, made), 201)
+        return JSONResponse({"message": "Not Found"}, 404)
+
+    def _route_pulls(self, request: Request, parts: list[str]) -> tuple[Any, str | None]:
+        """`pulls/N`, `pulls/N/reviews`, `pulls/comments`, `commits/SHA/check-runs`."""
+        params = request.query_params
+        full = f"{parts[1]}/{parts[2]}"
+        with self._lock:
+            repo = self.repos.get(full)
+            if repo is None:
+                raise LookupError(full)
+            rest = parts[3:]
+            if rest[0] == "commits" and len(rest) == 3 and rest[2] == "check-runs":
+                runs = [r for r in repo.check_runs if r.head_sha == rest[1]]
+                rows = [self._check_run_json(repo, r) for r in runs]
+                return {"total_count": len(rows), "check_runs": rows}, None
+            if rest == ["pulls", "comments"]:
+                since = parse_iso(params["since"]) if "since" in params else None
+                found = [c for c in repo.review_comments if since is None or c.updated_at >= since]
+                found.sort(key=lambda c: (c.updated_at, c.id))
+                rows = [self._review_comment_json(repo, c) for c in found]
+            elif len(rest) >= 2 and rest[0] == "pulls" and rest[1].isdigit():
+                issue = repo.issues.get(int(rest[1]))
+                if issue is None or issue.pull is None:
+                    raise LookupError(rest[1])
+                if len(rest) == 2:
+                    return self._pull_json(repo, issue), None
+                if rest[2:] != ["reviews"]:
+                    raise LookupError(request.url.path)
+                rows = [
+                    self._review_json(repo, r) for r in repo.reviews if r.pr_number == issue.number
+                ]
             else:
                 raise LookupError(request.url.path)
         return self._paginate(request, rows)
@@ -340,7 +615,7 @@ class FakeGitHub:
 
     def app(self) -> Starlette:
         return Starlette(
-            routes=[Route("/{path:path}", self._endpoint, methods=["GET"])],
+            routes=[Route("/{path:path}", self._endpoint, methods=["GET", "POST"])],
         )
 
     # ------------------------------------------------------------------ server

@@ -47,8 +47,10 @@ from .framing import frame, spawn_prompt
 from .launch import Launcher, default_launcher
 from .lock import LockTimeout, LockUnavailable, item_lock
 from .model import Event, EventKind, WorkItemRef
+from .pastegate import PasteGate
 from .registry import SessionRecord
 from .store import Store, StoreError
+from .workspace import WorkspaceError, Workspaces
 
 __all__ = ["TRANSIENT_REASONS", "Dispatcher", "Outcome", "OutcomeKind"]
 
@@ -141,6 +143,8 @@ class Dispatcher:
         kill_harness_on_close: bool = True,
         receipt_seconds: float = 10.0,
         sleep: Callable[[float], None] = time.sleep,
+        workspaces: Workspaces | None = None,
+        paste_gate: PasteGate | None = None,
     ) -> None:
         self.store = store
         self.tmux = tmux
@@ -156,6 +160,8 @@ class Dispatcher:
         self.kill_harness_on_close = kill_harness_on_close
         self.receipt_seconds = receipt_seconds
         self._sleep = sleep
+        self.workspaces = workspaces
+        self.paste_gate = paste_gate
 
     # -- entry points ----------------------------------------------------------------
 
@@ -199,7 +205,19 @@ class Dispatcher:
         except Exception as exc:  # an unexpected fault must not strand the claim
             outcome = _failed("internal_error", f"{type(exc).__name__}: {_one_line(str(exc))}")
             self._emit_failed(event, outcome, level="error")
-        self._settle(event, outcome)
+        try:
+            self._settle(event, outcome)
+        except Exception as exc:
+            # The work is done (a paste may have landed): report the outcome anyway, so
+            # the caller settles its own record rather than pasting again.
+            self._emit(
+                "dispatch.settle_failed",
+                event,
+                event.work_item,
+                "error",
+                reason=outcome.reason,
+                error=f"{type(exc).__name__}: {_one_line(str(exc))}",
+            )
         return outcome
 
     def start(
@@ -281,23 +299,69 @@ class Dispatcher:
         if event.kind is EventKind.CLOSED:
             return self._close(event.work_item, event.delivery_id)
         record = self.store.registry.get(event.work_item)
+        carried = self._carried_by_spawn(event, record)
+        if carried is not None:
+            return carried
         if record is None or not record.active:
             return self._first_spawn(event, record)
         return self._deliver(record, event)
+
+    # -- 1b. an earlier attempt's harness already holds the event ----------------------------
+
+    def _carried_by_spawn(self, event: Event, record: SessionRecord | None) -> Outcome | None:
+        """An earlier attempt of this very event started a harness with it as its prompt
+        (the attempt was killed before its settle, or tmux carried the spawn out late):
+        that live harness holds the event already, so it is adopted, never pasted into.
+
+        One indexed store lookup for every event; tmux is asked only when the lookup
+        finds a spawn of this event. None: take the ordinary path.
+        """
+        ref = event.work_item
+        tokens = self.store.registry.tokens_carrying(ref, event.delivery_id)
+        if not tokens:
+            return None
+        name = record.tmux_name if record is not None else ref.tmux_name()
+        token = self.tmux.session_token(name)  # TmuxUnavailable: a transient failure
+        if token not in tokens or self.tmux.probe(name) is not Presence.LIVE:
+            return None  # that harness is gone (or never came): deliver as usual
+        spawned = self.store.registry.token_spawn(ref, token)
+        if spawned is None:  # the token row went with a reset: ordinary path
+            return None
+        if record is None or not record.active or record.conversation_id != spawned.conversation_id:
+            adopted = self.store.registry.register(
+                ref,
+                harness=spawned.harness,
+                conversation_id=spawned.conversation_id,
+                cwd=spawned.cwd,
+            )
+            self._emit(
+                "session.adopted",
+                event,
+                ref,
+                tmux_name=adopted.tmux_name,
+                conversation_id=adopted.conversation_id,
+                harness=adopted.harness,
+                carried=True,
+            )
+        self._emit("dispatch.carried", event, ref, tmux_name=name, token_matched=True)
+        return _processed("carried_by_spawn")
 
     # -- 2. first spawn --------------------------------------------------------------------
 
     def _first_spawn(self, event: Event, previous: SessionRecord | None) -> Outcome:
         """Register first, then spawn: a crash in between heals as a respawn next time."""
         ref = event.work_item
+        cwd = self._workspace(event)
+        if isinstance(cwd, Outcome):
+            return cwd
         conversation = self._new_conversation()
         started = time.time()
         record = self.store.registry.register(
-            ref, harness=self.adapter.name, conversation_id=conversation, cwd=self.cwd_for(ref)
+            ref, harness=self.adapter.name, conversation_id=conversation, cwd=cwd
         )
         prompt, cut = spawn_prompt(event)
         argv = self.adapter.fresh_argv(prompt, conversation)
-        result = self._spawn(record, argv)
+        result = self._spawn(record, argv, delivery_id=event.delivery_id)
         if result.outcome is SpawnOutcome.SPAWNED and self._exited_at_once(record):
             # Nothing ran: the event is not used up. The dead pane keeps its scrollback
             # (why it died) until the retry clears it.
@@ -373,6 +437,33 @@ class Dispatcher:
         confirm()
         return _processed("adopted")
 
+    def _workspace(self, event: Event) -> Path | Outcome:
+        """Where the item's harness runs: its worktree (made now if needed, trust seeded
+        where the adapter knows how) or, in shared mode, the configured cwd."""
+        ref = event.work_item
+        if self.workspaces is None:
+            return self.cwd_for(ref)
+        try:
+            path = self.workspaces.ensure(ref)
+        except WorkspaceError as exc:
+            outcome = _failed("workspace_failed", _one_line(str(exc)))
+            self._emit_failed(event, outcome, level="error")
+            return outcome
+        prepare = getattr(self.adapter, "prepare_workspace", None)
+        if prepare is not None:
+            try:
+                prepare(path)
+            except Exception as exc:  # trust not seeded: the agent may stop at a dialog
+                self._emit(
+                    "workspace.trust_failed",
+                    event,
+                    ref,
+                    "warning",
+                    path=str(path),
+                    error=_one_line(str(exc)),
+                )
+        return path
+
     def _undo_register(self, ref: WorkItemRef, previous: SessionRecord | None) -> None:
         if previous is None:
             self.store.registry.reset(ref)
@@ -380,15 +471,22 @@ class Dispatcher:
             self.store.registry.restore(previous)
 
     def _spawn(
-        self, record: SessionRecord, harness_argv: list[str], conversation: str | None = None
+        self,
+        record: SessionRecord,
+        harness_argv: list[str],
+        conversation: str | None = None,
+        *,
+        delivery_id: str,
     ) -> SpawnResult:
-        """Spawn under a fresh token, recorded in the store before tmux is asked."""
+        """Spawn under a fresh token, recorded in the store before tmux is asked, naming
+        the event the harness starts with as its prompt."""
         spec = self.launcher(record, harness_argv)
         token = self.store.registry.issue_token(
             record.work_item,
             harness=record.harness,
             conversation_id=conversation or record.conversation_id,
             cwd=record.cwd,
+            delivery_id=delivery_id,
         )
         env = {**spec.env, **_capability(self.adapter, "launch_env", dict)()}
         return self.tmux.spawn(record.tmux_name, spec.argv, str(record.cwd), env, token=token)
@@ -466,12 +564,12 @@ class Dispatcher:
         receipts), called once the caller has logged the delivery."""
         text = frame(event)
         if not getattr(self.adapter, "has_receipts", False):
-            return self.tmux.deliver(record.tmux_name, text), lambda: None
+            return self._gated_deliver(record.tmux_name, text), lambda: None
         conversation = record.conversation_id or self._discover(
             record, _epoch(record.updated_at), wait=False
         )
         mark = self.adapter.receipt_mark(conversation)  # type: ignore[attr-defined]
-        result = self.tmux.deliver(record.tmux_name, text)
+        result = self._gated_deliver(record.tmux_name, text)
         return result, lambda: self._confirm(record, event, conversation, mark, text)
 
     def _await_receipt(self, conversation: str | None, mark: int, text: str) -> tuple[str, float]:
@@ -495,7 +593,7 @@ class Dispatcher:
         repasted = False
         if state == "absent" and not self._on_screen(record, text):
             mark = self.adapter.receipt_mark(conversation)  # type: ignore[attr-defined]
-            if self.tmux.deliver(record.tmux_name, text).ok:
+            if self._gated_deliver(record.tmux_name, text).ok:
                 repasted = True
                 state, more = self._await_receipt(conversation, mark, text)
                 waited += more
@@ -522,6 +620,13 @@ class Dispatcher:
         return view is None or view.screen is None or (bool(first) and first in view.screen)
 
     # -- 3./4. deliver into an active session ------------------------------------------------
+
+    def _gated_deliver(self, name: str, text: str) -> DeliverResult:
+        """Every paste goes through here: inside a drain's attempt, one at a time until
+        it is settled (see pastegate.py), so a kill repeats at most one paste."""
+        if self.paste_gate is not None:
+            self.paste_gate.enter()
+        return self.tmux.deliver(name, text)
 
     def _deliver(self, record: SessionRecord, event: Event) -> Outcome:
         held = self._hold_back(record, event)
@@ -575,6 +680,11 @@ class Dispatcher:
         return _processed("respawn_averted")
 
     def _respawn(self, record: SessionRecord, event: Event, presence: Presence) -> Outcome:
+        if self.workspaces is not None:
+            # The same worktree as before (its path is the item's): remade if it went.
+            cwd = self._workspace(event)
+            if isinstance(cwd, Outcome):
+                return cwd
         prompt, cut = spawn_prompt(event)
         if not record.conversation_id and self._discover(
             record, _epoch(record.updated_at), wait=False
@@ -600,7 +710,7 @@ class Dispatcher:
         """Resume the recorded conversation; None means "fall back to a fresh one"."""
         assert record.conversation_id is not None
         argv = self.adapter.resume_argv(prompt, record.conversation_id)
-        result = self._spawn(record, argv)
+        result = self._spawn(record, argv, delivery_id=event.delivery_id)
         if result.outcome is not SpawnOutcome.SPAWNED:
             return self._respawn_spawn_refused(record, event, result)
         try:
@@ -632,7 +742,7 @@ class Dispatcher:
         conversation = self._new_conversation()
         started = time.time()
         argv = self.adapter.fresh_argv(prompt, conversation or "")
-        result = self._spawn(record, argv, conversation)
+        result = self._spawn(record, argv, conversation, delivery_id=event.delivery_id)
         if result.outcome is not SpawnOutcome.SPAWNED:
             return self._respawn_spawn_refused(record, event, result)
         if self._exited_at_once(record):
@@ -736,6 +846,7 @@ class Dispatcher:
                 return self._close_failed(ref, delivery_id, gone)
             terminated = True
         self.store.registry.close(ref)
+        workspace = self._release_workspace(ref, delivery_id)
         self.events.emit(
             "session.closed",
             source=SOURCE,
@@ -745,9 +856,35 @@ class Dispatcher:
                 "tmux_name": record.tmux_name,
                 "terminated": terminated,
                 "harness_kept": not self.kill_harness_on_close,
+                **workspace,
             },
         )
         return _processed("closed")
+
+    def _release_workspace(self, ref: WorkItemRef, delivery_id: str | None) -> dict[str, Any]:
+        """Remove the item's worktree when that loses nothing; else keep it, saying why
+        (one event). Never fails the close: the harness is already gone."""
+        if self.workspaces is None:
+            return {}
+        try:
+            state = self.workspaces.release(ref)
+        except WorkspaceError as exc:
+            reason = _one_line(str(exc))
+            kept = True
+        else:
+            if not state.exists:
+                return {}
+            reason, kept = state.why_kept(), not state.clean
+        path = str(self.workspaces.path_for(ref))
+        self.events.emit(
+            "workspace.kept" if kept else "workspace.removed",
+            level="warning" if kept else "info",
+            source=SOURCE,
+            work_item=ref,
+            delivery_id=delivery_id,
+            detail={"path": path, **({"reason": reason} if kept else {})},
+        )
+        return {"workspace": path, "workspace_kept": kept}
 
     def _end_harness(self, record: SessionRecord) -> Outcome | None:
         """Terminate the pane's programs; None once tmux says none is live."""

@@ -28,7 +28,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from loop_tmux import kill_clients
+
 from .inbox import InboxEntry, Retry, local_owner, owner_alive, versions_key
+from .pastegate import PasteGate
 
 if TYPE_CHECKING:
     from .dispatcher import Outcome
@@ -39,6 +42,10 @@ if TYPE_CHECKING:
 __all__ = ["Drain", "DrainReport", "GroundLost", "RetryPolicy", "Settlement"]
 
 SOURCE = "inbox"
+# After the stop grace, how long attempts whose tmux clients were killed get to settle.
+KILLED_CLIENTS_GRACE = 1.5
+# How often a running drain forgets settled inbox rows older than a month.
+PRUNE_EVERY_SECONDS = 3600.0
 
 
 class GroundLost(Exception):
@@ -116,6 +123,7 @@ class Drain:
         on_settled: Callable[[Settlement], None] | None = None,
         watch: Callable[[], str | None] | None = None,
         alive: Callable[[str], bool] = owner_alive,
+        paste_gate: PasteGate | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -133,9 +141,12 @@ class Drain:
         self.on_settled = on_settled
         self.watch = watch
         self.alive = alive
+        # Shared with the dispatcher (its `paste_gate`): one paste in its window at a time.
+        self.paste_gate = paste_gate or PasteGate()
         self._wake = threading.Event()
         self._lock = threading.Lock()
         self._in_flight: set[int] = set()
+        self._pruned = -PRUNE_EVERY_SECONDS  # a daemon prunes once as it starts
         self._report = DrainReport()
 
     def wake(self) -> None:
@@ -165,7 +176,9 @@ class Drain:
         """Claim and dispatch until `stop` is set (or, `until_idle`, nothing is due).
 
         After `stop`, no new attempt starts; attempts under way get `stop_grace`
-        seconds, then are left to their leases (the next drain takes them over).
+        seconds, then their tmux clients are killed (a stalled tmux never carries them
+        out after this drain is gone) and they settle as unanswered, or are left to
+        their leases (the next drain takes them over).
         Raises GroundLost when `watch` reports the state gone or replaced.
         """
         stop = stop or threading.Event()
@@ -189,6 +202,8 @@ class Drain:
                     work.put(entry)
                 if until_idle and not claimed and not self._busy():
                     break
+                if time.monotonic() - self._pruned > PRUNE_EVERY_SECONDS:
+                    self._prune()
                 if time.monotonic() - renewed > self.lease_seconds / 3:
                     self._renew()
                     renewed = time.monotonic()
@@ -198,11 +213,29 @@ class Drain:
         finally:
             for _ in threads:
                 work.put(None)
-            deadline = time.monotonic() + self.stop_grace
-            while self._busy() and time.monotonic() < deadline:
-                self._wake.wait(0.05)
-                self._wake.clear()
+            self._wait_idle(self.stop_grace)
+            if self._busy():
+                # Attempts still wait on a stalled tmux: end their clients, so none of
+                # them is carried out at the thaw after this drain is gone (its rows go
+                # to the next drain). They then settle as unanswered, in moments.
+                deadline = time.monotonic() + KILLED_CLIENTS_GRACE
+                while self._busy() and time.monotonic() < deadline:
+                    kill_clients()  # again: an attempt may ask tmux once more
+                    self._wait_idle(0.1)
         return self._report
+
+    def _wait_idle(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while self._busy() and time.monotonic() < deadline:
+            self._wake.wait(0.05)
+            self._wake.clear()
+
+    def _prune(self) -> None:
+        self._pruned = time.monotonic()
+        try:
+            self.inbox.prune()
+        except Exception as exc:  # a busy store: tried again next time
+            self._note_error("prune", exc)
 
     def _check_ground(self) -> None:
         problem = self.watch() if self.watch is not None else None
@@ -274,18 +307,23 @@ class Drain:
             retry = self._fail(entry, "unreadable_stored_event", "", definite=True, max_attempts=1)
             self._settled(Settlement(entry=entry, outcome=None, state=_state(retry), retry=retry))
             return
-        outcome = self._dispatch(entry.event)
-        if outcome.kind is not OutcomeKind.FAILED:
-            kept = self.inbox.done(entry.seq, self.owner, outcome.kind.value, outcome.reason)
-            with self._lock:
-                counter = outcome.kind.value
-                setattr(self._report, counter, getattr(self._report, counter) + 1)
+        with self.paste_gate.window():  # a paste made here is settled before the next one
+            outcome = self._dispatch(entry.event)
+            if outcome.kind is OutcomeKind.FAILED:
+                retry = self._fail(
+                    entry, outcome.reason, outcome.detail, definite=not outcome.transient
+                )
+            else:
+                kept = self.inbox.done(entry.seq, self.owner, outcome.kind.value, outcome.reason)
+        if outcome.kind is OutcomeKind.FAILED:
             self._settled(
-                Settlement(entry=entry, outcome=outcome, state="done" if kept else "lost")
+                Settlement(entry=entry, outcome=outcome, state=_state(retry), retry=retry)
             )
             return
-        retry = self._fail(entry, outcome.reason, outcome.detail, definite=not outcome.transient)
-        self._settled(Settlement(entry=entry, outcome=outcome, state=_state(retry), retry=retry))
+        with self._lock:
+            counter = outcome.kind.value
+            setattr(self._report, counter, getattr(self._report, counter) + 1)
+        self._settled(Settlement(entry=entry, outcome=outcome, state="done" if kept else "lost"))
 
     def _fail(
         self,

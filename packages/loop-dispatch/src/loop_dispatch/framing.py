@@ -47,6 +47,7 @@ def fence_for(body: str) -> str:
 # Header fields are capped: only the body can be cut to fit a spawn prompt, so an
 # oversized author or link must not push the prompt past tmux's command limit.
 _ACTOR_MAX = 100
+_SUBJECT_MAX = 300
 _URL_MAX = 1000
 
 
@@ -73,8 +74,9 @@ def frame(event: Event, *, shown: int | None = None) -> str:
     full = _printable(event.body.replace("\r\n", "\n").replace("\r", "\n"))
     body = full if shown is None else full[:shown]
     fence = fence_for(body)
+    about = f" ({_one_line(event.subject, _SUBJECT_MAX)})" if event.subject else ""
     header = (
-        f"{_KIND_WORDS.get(event.kind, 'Event')} on {event.work_item} "
+        f"{_KIND_WORDS.get(event.kind, 'Event')} on {event.work_item}{about} "
         f"by {_one_line(event.actor, _ACTOR_MAX) or 'unknown'}"
     )
     lines = [header]

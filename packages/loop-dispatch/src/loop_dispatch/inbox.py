@@ -46,6 +46,7 @@ __all__ = [
 ]
 
 OPEN_STATES = ("pending", "claimed")
+KEEP_SETTLED = timedelta(days=30)
 _COLUMNS = (
     "seq, delivery_id, work_item, source, state, event, attempts, tries, due_at, "
     "lease_owner, lease_until, outcome, last_reason, last_error, gave_up_versions, "
@@ -246,18 +247,22 @@ class Inbox:
         baseline: Iterable[str | tuple[str, str]] = (),
         *,
         conn: sqlite3.Connection | None = None,
+        over_baseline: bool = False,
     ) -> list[Event]:
         """Commit `events` (pending, due now) and `baseline` ids; returns the new events.
 
         A delivery id already present (from any ingress) is ignored: that is the
-        de-duplication between the poller, the webhook and redeliveries. With `conn`,
+        de-duplication between the poller, the webhook and redeliveries. With
+        `over_baseline` (a push ingress: the webhook), an id only baselined so far is
+        taken as the event: a poller that first saw the item after the comment was
+        written must not swallow a comment GitHub itself reports as new. With `conn`,
         runs inside the caller's transaction (a cursor move, a webhook GUID record).
         """
         events = list(events)
         if conn is None:
             with self._store.transaction() as own:
-                return self._accept(own, source, events, baseline)
-        return self._accept(conn, source, events, baseline)
+                return self._accept(own, source, events, baseline, over_baseline)
+        return self._accept(conn, source, events, baseline, over_baseline)
 
     def _accept(
         self,
@@ -265,14 +270,25 @@ class Inbox:
         source: str,
         events: list[Event],
         baseline: Iterable[str | tuple[str, str]],
+        over_baseline: bool = False,
     ) -> list[Event]:
         now = _iso(self._clock())
         accepted = []
+        conflict = (
+            "ON CONFLICT(delivery_id) DO UPDATE SET state = 'pending', event = excluded.event, "
+            "work_item = excluded.work_item, source = excluded.source, due_at = excluded.due_at, "
+            "updated_at = excluded.updated_at WHERE inbox.state = 'baseline'"
+            if over_baseline
+            else "ON CONFLICT(delivery_id) DO NOTHING"
+        )
+        # Constant texts only: every value is a parameter.
+        insert = (  # noqa: S608
+            "INSERT INTO inbox(delivery_id, work_item, source, state, event, due_at, "
+            "received_at, updated_at) VALUES (?, ?, ?, 'pending', ?, ?, ?, ?) "
+        ) + conflict
         for event in events:
             cur = conn.execute(
-                "INSERT INTO inbox(delivery_id, work_item, source, state, event, due_at, "
-                "received_at, updated_at) VALUES (?, ?, ?, 'pending', ?, ?, ?, ?) "
-                "ON CONFLICT(delivery_id) DO NOTHING",
+                insert,
                 (
                     event.delivery_id,
                     str(event.work_item),
@@ -390,13 +406,14 @@ class Inbox:
         versions: str,
     ) -> Retry | None:
         """One failed attempt. Definite failures count against `max_attempts`; every
-        failure gives up once `give_up_after` seconds have passed since acceptance.
+        failure gives up once `give_up_after` seconds have passed since it was armed
+        (accepted, or last re-armed by `rearm`/`retry`).
         Otherwise the row is due again after `delay(tries, attempts)` seconds.
         None: the lease was lost (another claimer owns the row now)."""
         now = self._clock()
         with self._store.transaction() as conn:
             row = conn.execute(
-                "SELECT attempts, tries, received_at FROM inbox "
+                "SELECT attempts, tries, COALESCE(armed_at, received_at) FROM inbox "
                 "WHERE seq = ? AND state = 'claimed' AND lease_owner = ?",
                 (seq, owner),
             ).fetchone()
@@ -415,7 +432,8 @@ class Inbox:
             conn.execute(
                 "UPDATE inbox SET state = ?, attempts = ?, due_at = ?, last_reason = ?, "
                 "last_error = ?, gave_up_versions = ?, lease_owner = NULL, lease_until = NULL, "
-                "settled_at = ?, updated_at = ? WHERE seq = ?",
+                "settled_at = ?, updated_at = ? "
+                "WHERE seq = ? AND state = 'claimed' AND lease_owner = ?",
                 (
                     "given_up" if given_up else "pending",
                     attempts,
@@ -426,6 +444,7 @@ class Inbox:
                     _iso(now) if given_up else None,
                     _iso(now),
                     seq,
+                    owner,
                 ),
             )
         return Retry(
@@ -442,7 +461,7 @@ class Inbox:
         now = _iso(self._clock())
         sql = (
             "UPDATE inbox SET state = 'pending', lease_owner = NULL, lease_until = NULL, "
-            "tries = MAX(tries - 1, 0), due_at = ?, updated_at = ? "
+            "tries = CASE WHEN tries > 0 THEN tries - 1 ELSE 0 END, due_at = ?, updated_at = ? "
             "WHERE state = 'claimed' AND lease_owner = ?"
         )
         with self._store.transaction() as conn:
@@ -468,9 +487,10 @@ class Inbox:
                 (versions,),
             ).fetchall()
             conn.executemany(
-                "UPDATE inbox SET state = 'pending', attempts = 0, due_at = ?, "
-                "rearm_count = rearm_count + 1, settled_at = NULL, updated_at = ? WHERE seq = ?",
-                [(now, now, r[0]) for r in rows],
+                "UPDATE inbox SET state = 'pending', attempts = 0, due_at = ?, armed_at = ?, "
+                "rearm_count = rearm_count + 1, settled_at = NULL, updated_at = ? "
+                "WHERE seq = ? AND state = 'given_up'",
+                [(now, now, now, r[0]) for r in rows],
             )
         return [_entry(r) for r in rows]
 
@@ -505,9 +525,10 @@ class Inbox:
                 _SELECT + " WHERE event IS NOT NULL AND " + where + "ORDER BY seq", params
             ).fetchall()
             conn.executemany(
-                "UPDATE inbox SET state = 'pending', attempts = 0, due_at = ?, "
-                "settled_at = NULL, updated_at = ? WHERE seq = ?",
-                [(now, now, r[0]) for r in rows],
+                "UPDATE inbox SET state = 'pending', attempts = 0, due_at = ?, armed_at = ?, "
+                "settled_at = NULL, updated_at = ? "
+                "WHERE seq = ? AND state IN ('pending', 'given_up')",
+                [(now, now, now, r[0]) for r in rows],
             )
         return [_entry(r) for r in rows]
 
@@ -523,10 +544,25 @@ class Inbox:
             conn.execute(
                 "UPDATE inbox SET state = 'done', event = NULL, outcome = 'dropped', "
                 "last_reason = 'dropped', last_error = ?, settled_at = ?, updated_at = ? "
-                "WHERE seq = ?",
+                "WHERE seq = ? AND state IN ('pending', 'given_up')",
                 (reason[:500], now, now, seq),
             )
         return _entry(row)
+
+    def prune(self, keep: timedelta = KEEP_SETTLED) -> int:
+        """Forget settled rows (done, baseline) older than `keep`; returns how many.
+
+        Their ids only de-duplicate re-reads of the same comment, which no ingress
+        makes after weeks (the poller re-reads minutes back, GitHub redelivers for days):
+        the table stays bounded on a daemon that runs for months.
+        """
+        cutoff = _iso(self._clock() - keep)
+        with self._store.transaction() as conn:
+            cur = conn.execute(
+                "DELETE FROM inbox WHERE state IN ('done', 'baseline') AND updated_at < ?",
+                (cutoff,),
+            )
+            return max(cur.rowcount, 0)
 
     # -- reads --------------------------------------------------------------------------
 

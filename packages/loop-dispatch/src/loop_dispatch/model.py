@@ -158,6 +158,10 @@ class Event:
     url: str
     created_at: datetime
     comment_id: str | None = None
+    # What the event is about when that is not the work item itself, one line for the
+    # framing header: "pull request #12, review comment on src/app.py line 40". Empty
+    # for an ordinary comment on the item.
+    subject: str = ""
 
     def __post_init__(self) -> None:
         if not self.delivery_id:
@@ -171,7 +175,7 @@ class Event:
 
     def to_dict(self) -> dict[str, str | None]:
         """JSON-ready form (the poll ledger stores pending events this way)."""
-        return {
+        out: dict[str, str | None] = {
             "deliveryId": self.delivery_id,
             "workItem": str(self.work_item),
             "kind": self.kind.value,
@@ -181,6 +185,9 @@ class Event:
             "createdAt": self.created_at.isoformat(),
             "commentId": self.comment_id,
         }
+        if self.subject:  # absent when empty: rows written before it read back the same
+            out["subject"] = self.subject
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Event:
@@ -195,6 +202,7 @@ class Event:
                 url=str(data["url"]),
                 created_at=datetime.fromisoformat(data["createdAt"]),
                 comment_id=None if data.get("commentId") is None else str(data["commentId"]),
+                subject=str(data.get("subject") or ""),
             )
         except (KeyError, TypeError) as exc:
             raise ValueError(f"malformed stored event: {exc!r}") from None

@@ -236,22 +236,41 @@ class Registry:
     # -- spawn tokens ----------------------------------------------------------------
 
     def issue_token(
-        self, ref: WorkItemRef, *, harness: str, conversation_id: str | None, cwd: str | Path
+        self,
+        ref: WorkItemRef,
+        *,
+        harness: str,
+        conversation_id: str | None,
+        cwd: str | Path,
+        delivery_id: str | None = None,
     ) -> str:
         """Record a new spawn token for `ref` BEFORE the spawn is sent.
 
         tmux sets it on the session in the command that creates it, so a session tmux
         creates late (the call timed out, the registry was rolled back) still carries a
         token this item recorded: it is ours, and is adopted rather than called a stranger.
+        `delivery_id` names the event the harness is started with as its prompt.
         """
         token = uuid.uuid4().hex
         with self._store.transaction() as conn:
             conn.execute(
                 "INSERT INTO spawn_tokens(token, work_item, conversation_id, harness, cwd, "
-                "created_at) VALUES (?, ?, ?, ?, ?, ?)",
-                (token, str(ref), conversation_id, harness, str(cwd), utcnow_iso()),
+                "delivery_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (token, str(ref), conversation_id, harness, str(cwd), delivery_id, utcnow_iso()),
             )
         return token
+
+    def tokens_carrying(self, ref: WorkItemRef, delivery_id: str) -> set[str]:
+        """The tokens of this item's spawns that were started with `delivery_id` as prompt.
+
+        Empty for nearly every event (one indexed lookup): only an event whose earlier
+        attempt spawned a harness (then crashed, or heard nothing back) has any.
+        """
+        rows = self._store.query(
+            "SELECT token FROM spawn_tokens WHERE delivery_id = ? AND work_item = ?",
+            (delivery_id, str(ref)),
+        )
+        return {str(r[0]) for r in rows}
 
     def token_spawn(self, ref: WorkItemRef, token: str) -> SpawnRecord | None:
         """What this item recorded with `token`; None when the token is not this item's."""

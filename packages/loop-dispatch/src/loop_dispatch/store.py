@@ -76,6 +76,8 @@ CORE_MIGRATIONS: list[str] = [
     """,
     # v2: the inbox (every accepted event and all retry state, for every ingress) takes
     # over the poll ledger's rows; spawn tokens record the-loop's own tmux sessions.
+    # `armed_at` (NULL: received_at) starts the give-up horizon again on a re-arm; a spawn
+    # token's `delivery_id` names the event its harness was started with as prompt.
     """
     CREATE TABLE inbox (
         seq              INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -96,6 +98,7 @@ CORE_MIGRATIONS: list[str] = [
         gave_up_versions TEXT,
         rearm_count      INTEGER NOT NULL DEFAULT 0,
         received_at      TEXT NOT NULL,
+        armed_at         TEXT,
         settled_at       TEXT,
         updated_at       TEXT NOT NULL
     );
@@ -125,9 +128,12 @@ CORE_MIGRATIONS: list[str] = [
         conversation_id TEXT,
         harness         TEXT NOT NULL,
         cwd             TEXT NOT NULL,
+        delivery_id     TEXT,
         created_at      TEXT NOT NULL
     );
     CREATE INDEX spawn_tokens_by_item ON spawn_tokens (work_item);
+    CREATE INDEX spawn_tokens_by_delivery ON spawn_tokens (delivery_id)
+        WHERE delivery_id IS NOT NULL;
     """,
 ]
 

@@ -12,6 +12,7 @@ from .names import SESSION_NAME_RE, TERMINATE_NAME_RE, check_name
 from .paste import neutralise
 from .presence import Presence
 from .results import DeliverResult, Pane, PaneView, RespawnResult, SpawnOutcome, SpawnResult
+from .runner import kill_clients
 from .versions import NEW_SESSION_ENV, RESPAWN_PANE_ENV, parse_version
 
 __version__ = "0.1.0"
@@ -32,6 +33,7 @@ __all__ = [
     "TmuxCapabilityWarning",
     "TmuxUnavailable",
     "check_name",
+    "kill_clients",
     "neutralise",
     "parse_version",
 ]

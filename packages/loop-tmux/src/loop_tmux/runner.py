@@ -6,9 +6,11 @@ ABSENT versus UNKNOWN) is one small, testable table.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -80,24 +82,64 @@ def tmux_environ() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k not in _STRIPPED_ENV}
 
 
+# tmux clients under way, so a process that stops can end them (`kill_clients`).
+_CLIENTS: set[subprocess.Popen[bytes]] = set()
+_CLIENTS_LOCK = threading.Lock()
+
+
 def run(argv: Sequence[str], timeout: float, stdin: bytes | None = None) -> Answer:
-    """Run a tmux command line; never raises for tmux's failures."""
+    """Run a tmux command line; never raises for tmux's failures.
+
+    A client that outlives `timeout` is killed: tmux then fails its queued command at
+    the point it needs the client (`load-buffer -` reading stdin), so a paste sent to a
+    stalled server is never carried out after the caller has given it up.
+    """
     try:
-        done = subprocess.run(
+        proc = subprocess.Popen(
             list(argv),
-            input=stdin,
-            stdin=None if stdin is not None else subprocess.DEVNULL,
-            capture_output=True,
-            timeout=timeout,
+            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             env=tmux_environ(),
-            check=False,
         )
-    except subprocess.TimeoutExpired:
-        return Answer(None, reason=f"tmux did not answer within {timeout:g}s")
     except OSError as exc:
         return Answer(None, reason=f"cannot run {argv[0]}: {exc.strerror or exc}")
+    with _CLIENTS_LOCK:
+        _CLIENTS.add(proc)
+    try:
+        out, err = proc.communicate(stdin, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        # wait(), not communicate(): the client handed its stdout/stderr to the stalled
+        # server, so the pipes see no EOF until the server runs again.
+        proc.wait()
+        return Answer(None, reason=f"tmux did not answer within {timeout:g}s")
+    finally:
+        with _CLIENTS_LOCK:
+            _CLIENTS.discard(proc)
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
+    if proc.returncode < 0:  # ended by a signal (kill_clients, an operator): no answer
+        return Answer(None, reason="the tmux client was ended before tmux answered")
     return Answer(
-        done.returncode,
-        done.stdout.decode("utf-8", errors="replace"),
-        done.stderr.decode("utf-8", errors="replace"),
+        proc.returncode,
+        out.decode("utf-8", errors="replace"),
+        err.decode("utf-8", errors="replace"),
     )
+
+
+def kill_clients() -> int:
+    """Kill every tmux client this process is waiting on; returns how many.
+
+    For a daemon that stops while tmux is stalled: its waiting clients would otherwise
+    outlive it and carry their commands out at the thaw, after the events they served
+    were handed to the next daemon. Killed, their pastes fail inside tmux instead.
+    """
+    with _CLIENTS_LOCK:
+        waiting = list(_CLIENTS)
+    for proc in waiting:
+        with contextlib.suppress(OSError):
+            proc.kill()
+    return len(waiting)

@@ -38,6 +38,7 @@ def list_(ctx: click.Context, fmt: str) -> None:
     if not rows:
         click.echo("no sessions registered")
         return
+    kept = [f"{r['ref']}: worktree kept ({r['workspaceKept']})" for r in rows if r["workspaceKept"]]
     click.echo(
         table(
             [
@@ -55,6 +56,8 @@ def list_(ctx: click.Context, fmt: str) -> None:
             ["REF", "TMUX", "STATUS", "PRESENCE", "HARNESS", "CONVERSATION", "UPDATED"],
         )
     )
+    for line in kept:
+        click.echo(line)
 
 
 @sessions.command("start")

@@ -66,6 +66,20 @@ def _own_login(rt: Runtime) -> str | None:
     return login if isinstance(login, str) else None
 
 
+def _has_session(store: Any) -> Any:
+    """Whether an item has an active session (an unlinked PR with its own session keeps
+    hearing its activity); a store that cannot say answers no."""
+
+    def check(ref: Any) -> bool:
+        try:
+            record = store.registry.get(ref)
+        except Exception:
+            return False
+        return record is not None and record.active
+
+    return check
+
+
 def _log_event(rt: Runtime) -> Any:
     def record(event: Event) -> object:
         return rt.event_log.emit(
@@ -152,8 +166,9 @@ def start(
     store = rt.store
     lifespan = None
     if route:
-        drain = rt.drain(watch=rt.ground().check)
-        accept: Any = InboxAccept(store, on_accepted=drain.wake)
+        ground = rt.ground()
+        drain = rt.drain(watch=ground.check)
+        accept: Any = InboxAccept(store, on_accepted=drain.wake, watch=ground.check)
         lifespan = _drain_lifespan(rt, drain)
     else:
         accept = LogAccept(store, _log_event(rt))
@@ -166,6 +181,8 @@ def start(
         own_login=_own_login(rt),
         insecure=insecure_no_signature,
         repositories=list(cfg.github.repositories) or None,
+        session_per_pr=cfg.github.session_per_pr,
+        has_session=_has_session(store) if route else None,
         lifespan=lifespan,
     )
     started = datetime.now(timezone.utc)

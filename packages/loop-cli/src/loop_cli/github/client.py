@@ -122,6 +122,23 @@ class GitHubClient:
         response = self._send(self.url(path), params, None)
         return _json(response, path)
 
+    def post_json(self, path: str, body: Mapping[str, Any]) -> Any:
+        """One POST, never retried here (the caller decides: a reaction is worth a few
+        tries at most). Raises TransientError, RateLimited or PermanentError."""
+        self._wait_for_block(path)
+        url = self.url(path)
+        try:
+            self.requests_sent += 1
+            response = self._http.post(url, json=dict(body), headers=self._headers)
+        except httpx.TimeoutException:
+            raise TransientError(f"GitHub POST {path}: timed out") from None
+        except httpx.HTTPError as exc:
+            raise TransientError(f"GitHub POST {path}: {type(exc).__name__}") from None
+        failure = self._judge(response, path, verb="POST")
+        if failure is not None:
+            raise failure
+        return _json(response, path) if response.content else None
+
     def list_all(
         self,
         path: str,
@@ -129,8 +146,12 @@ class GitHubClient:
         *,
         etag: str | None = None,
         max_pages: int = 100,
+        items_key: str | None = None,
     ) -> Listing:
-        """All pages of a listing, following `Link: rel="next"` on the same host."""
+        """All pages of a listing, following `Link: rel="next"` on the same host.
+
+        `items_key`: the listing is an object holding the list under that key (as
+        `GET .../check-runs` answers `{"total_count": N, "check_runs": [...]}`)."""
         response = self._send(self.url(path), params, etag)
         if response.status_code == 304:
             return Listing(not_modified=True, etag=etag, pages=1)
@@ -138,6 +159,8 @@ class GitHubClient:
         while True:
             listing.pages += 1
             body = _json(response, path)
+            if items_key is not None and isinstance(body, dict):
+                body = body.get(items_key)
             if not isinstance(body, list):
                 raise PermanentError(f"GitHub GET {path}: expected a JSON list", 200)
             listing.items.extend(item for item in body if isinstance(item, dict))
@@ -179,7 +202,7 @@ class GitHubClient:
                 continue  # _wait_for_block sleeps, or raises when the wait is too long
             self._sleep(backoff_delay(attempt))
 
-    def _judge(self, response: httpx.Response, path: str) -> GitHubError | None:
+    def _judge(self, response: httpx.Response, path: str, verb: str = "GET") -> GitHubError | None:
         """None for an answer we can use (2xx, 304); else the error it amounts to."""
         status = response.status_code
         headers = response.headers
@@ -196,12 +219,12 @@ class GitHubClient:
             return None
         if until is not None and status in (403, 429):
             return RateLimited(
-                f"GitHub GET {path}: rate limited ({status}) for {until - now:.0f}s",
+                f"GitHub {verb} {path}: rate limited ({status}) for {until - now:.0f}s",
                 until,
             )
         if status >= 500:
-            return TransientError(f"GitHub GET {path}: server error {status}")
-        return PermanentError(f"GitHub GET {path}: HTTP {status}", status)
+            return TransientError(f"GitHub {verb} {path}: server error {status}")
+        return PermanentError(f"GitHub {verb} {path}: HTTP {status}", status)
 
     def _wait_for_block(self, path: str) -> None:
         wait = self._blocked_until - self._clock()

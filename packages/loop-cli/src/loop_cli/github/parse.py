@@ -13,15 +13,26 @@ from typing import Any
 
 __all__ = [
     "MARKER_RE",
+    "CheckInfo",
     "CommentInfo",
     "IssueInfo",
     "ParseError",
+    "ReviewCommentInfo",
+    "ReviewInfo",
     "carries_marker",
+    "check_delivery_id",
     "closed_delivery_id",
     "opened_delivery_id",
+    "parse_check",
     "parse_comment",
     "parse_issue",
+    "parse_review",
+    "parse_review_comment",
     "parse_time",
+    "pr_closed_delivery_id",
+    "pr_opened_delivery_id",
+    "review_comment_delivery_id",
+    "review_delivery_id",
     "source_name",
 ]
 
@@ -47,6 +58,7 @@ class IssueInfo:
     created_at: datetime
     updated_at: datetime
     closed_at: datetime | None
+    is_pr: bool = False  # the issues API lists pull requests too
 
 
 @dataclass(frozen=True)
@@ -140,6 +152,7 @@ def parse_issue(obj: Any, what: str = "issue") -> IssueInfo:
         created_at=parse_time(obj.get("created_at"), f"{what}.created_at"),
         updated_at=parse_time(obj.get("updated_at"), f"{what}.updated_at"),
         closed_at=parse_time(closed, f"{what}.closed_at") if closed else None,
+        is_pr=isinstance(obj.get("pull_request"), dict),
     )
 
 
@@ -164,4 +177,147 @@ def parse_comment(obj: Any, what: str = "comment", issue_number: int | None = No
         url=_str(obj, "html_url", what, optional=True),
         created_at=parse_time(obj.get("created_at"), f"{what}.created_at"),
         updated_at=parse_time(obj.get("updated_at"), f"{what}.updated_at"),
+    )
+
+
+# -- pull requests, reviews and checks ---------------------------------------------------
+# Delivery ids are derived from GitHub's own ids, so the webhook and the poller agree.
+
+
+def _stamp(moment: datetime | None) -> str:
+    return moment.strftime("%Y%m%dT%H%M%SZ") if moment else "unknown"
+
+
+def pr_opened_delivery_id(repository: str, number: int) -> str:
+    return f"pr-opened:github:{repository}#{number}"
+
+
+def pr_closed_delivery_id(repository: str, number: int, closed_at: datetime | None) -> str:
+    return f"pr-closed:github:{repository}#{number}:{_stamp(closed_at)}"
+
+
+def review_delivery_id(repository: str, review_id: int) -> str:
+    return f"review:github:{repository}:{review_id}"
+
+
+def review_comment_delivery_id(repository: str, comment_id: int) -> str:
+    return f"review-comment:github:{repository}:{comment_id}"
+
+
+def check_delivery_id(repository: str, what: str, check_id: int, conclusion: str) -> str:
+    """`what` is `run` or `suite`; a re-run that fails again is a new check id."""
+    return f"check-{what}:github:{repository}:{check_id}:{conclusion}"
+
+
+@dataclass(frozen=True)
+class ReviewInfo:
+    id: int
+    pr_number: int
+    author: str
+    body: str
+    state: str  # approved | changes_requested | commented | dismissed
+    url: str
+    submitted_at: datetime
+
+
+@dataclass(frozen=True)
+class ReviewCommentInfo:
+    id: int
+    pr_number: int
+    author: str
+    body: str
+    path: str
+    line: int | None
+    url: str
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class CheckInfo:
+    id: int
+    what: str  # run | suite
+    name: str
+    conclusion: str
+    head_branch: str
+    head_sha: str
+    pr_numbers: tuple[int, ...]
+    url: str
+    completed_at: datetime
+
+
+def _number_from_url(url: str, what: str) -> int:
+    tail = url.rstrip("/").rsplit("/", 1)[-1]
+    if not tail.isdigit() or tail.startswith("0"):
+        raise ParseError(f"{what}: does not end in a pull request number")
+    return int(tail)
+
+
+def parse_review(obj: Any, pr_number: int, what: str = "review") -> ReviewInfo:
+    if not isinstance(obj, dict):
+        raise ParseError(f"{what}: expected an object")
+    return ReviewInfo(
+        id=_int(obj, "id", what),
+        pr_number=pr_number,
+        author=_login(obj, what),
+        body=_str(obj, "body", what, optional=True),
+        state=_str(obj, "state", what).lower(),
+        url=_str(obj, "html_url", what, optional=True),
+        submitted_at=parse_time(obj.get("submitted_at"), f"{what}.submitted_at"),
+    )
+
+
+def parse_review_comment(
+    obj: Any, what: str = "comment", pr_number: int | None = None
+) -> ReviewCommentInfo:
+    """A review comment (on a line of a PR's diff); its PR from `pull_request_url`."""
+    if not isinstance(obj, dict):
+        raise ParseError(f"{what}: expected an object")
+    if pr_number is None:
+        pr_number = _number_from_url(
+            _str(obj, "pull_request_url", what), f"{what}.pull_request_url"
+        )
+    line = obj.get("line") if obj.get("line") is not None else obj.get("original_line")
+    return ReviewCommentInfo(
+        id=_int(obj, "id", what),
+        pr_number=pr_number,
+        author=_login(obj, what),
+        body=_str(obj, "body", what, optional=True),
+        path=_str(obj, "path", what, optional=True),
+        line=line if isinstance(line, int) and not isinstance(line, bool) else None,
+        url=_str(obj, "html_url", what, optional=True),
+        created_at=parse_time(obj.get("created_at"), f"{what}.created_at"),
+        updated_at=parse_time(obj.get("updated_at"), f"{what}.updated_at"),
+    )
+
+
+def parse_check(obj: Any, what: str) -> CheckInfo:
+    """A completed check run (`what` = "check_run") or check suite ("check_suite")."""
+    if not isinstance(obj, dict):
+        raise ParseError(f"{what}: expected an object")
+    suite = obj.get("check_suite") if what == "check_run" else obj
+    if not isinstance(suite, dict):
+        raise ParseError(f"{what}.check_suite: expected an object")
+    prs = obj.get("pull_requests") or []
+    if not isinstance(prs, list):
+        raise ParseError(f"{what}.pull_requests: expected a list")
+    numbers = tuple(
+        p["number"]
+        for p in prs
+        if isinstance(p, dict) and isinstance(p.get("number"), int) and p["number"] > 0
+    )
+    app = obj.get("app") if what == "check_suite" else None
+    name = obj.get("name") if what == "check_run" else (app or {}).get("name")
+    completed = obj.get("completed_at") if what == "check_run" else obj.get("updated_at")
+    return CheckInfo(
+        id=_int(obj, "id", what),
+        what="run" if what == "check_run" else "suite",
+        name=name if isinstance(name, str) else "",
+        conclusion=_str(obj, "conclusion", what, optional=True).lower(),
+        head_branch=_str(suite, "head_branch", what, optional=True),
+        head_sha=_str(obj, "head_sha", what, optional=True),
+        pr_numbers=numbers,
+        url=_str(obj, "html_url", what, optional=True)
+        or _str(obj, "details_url", what, optional=True),
+        completed_at=parse_time(completed, f"{what}.completed_at"),
     )

@@ -17,6 +17,7 @@ delivery id.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -39,8 +40,10 @@ from .parse import (
     opened_delivery_id,
     parse_comment,
     parse_issue,
+    parse_time,
     source_name,
 )
+from .pulls import PullTracker
 
 __all__ = ["CURSOR_VERSION", "GitHubSource", "RepoCursor"]
 
@@ -59,6 +62,20 @@ def _iso(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _parse_iso(text: str) -> datetime:
+    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+
+
+def _parse_time(text: str | None) -> datetime | None:
+    """A cursor's own timestamp; None (unknown: baseline as before) if absent or damaged."""
+    if text is None:
+        return None
+    try:
+        return parse_time(text, "cursor polled_at")
+    except ParseError:
+        return None
+
+
 @dataclass
 class RepoCursor:
     """One repository's position. Serialised into the source's cursor string."""
@@ -70,6 +87,11 @@ class RepoCursor:
     settle_until: str | None = None  # list comments until then even on a 304
     labeled: list[int] = field(default_factory=list)  # open items carrying the label
     watched: list[int] = field(default_factory=list)  # labeled or with an active session
+    pulls: dict[str, Any] = field(default_factory=dict)  # open linked PRs (github/pulls.py)
+    pulls_floor: str | None = None  # PR activity before the first cycle is history
+    # When the previous cycle looked: an item labeled since then carries the label from
+    # some moment after it, so its comments written after it are delivered, not baselined.
+    polled_at: str | None = None
 
     @classmethod
     def from_json(cls, obj: Any) -> RepoCursor:
@@ -83,6 +105,9 @@ class RepoCursor:
             settle_until=obj.get("settle_until"),
             labeled=[int(n) for n in obj.get("labeled", [])],
             watched=[int(n) for n in obj.get("watched", [])],
+            pulls=dict(obj.get("pulls") or {}),
+            pulls_floor=obj.get("pulls_floor"),
+            polled_at=obj.get("polled_at"),
         )
 
 
@@ -122,6 +147,7 @@ class GitHubSource:
         max_window: float = 600.0,
         github: GitHubClient | None = None,
         active_items: ActiveItems | None = None,
+        session_per_pr: bool = False,
     ) -> None:
         self.repositories = list(repositories)
         self.trigger_label = trigger_label
@@ -134,6 +160,7 @@ class GitHubSource:
         self._max_window = timedelta(seconds=max_window)
         self._active_items = active_items or (lambda: registry_active_items(store))
         self._own_login: str | None = None
+        self.session_per_pr = session_per_pr
         self._token_fp = hashlib.sha256(token.encode()).hexdigest()[:12]
 
     # ------------------------------------------------------------------ Source
@@ -231,12 +258,14 @@ class GitHubSource:
             settle_until=_iso(now + self._settle),
             labeled=labeled,
             watched=watched,
+            pulls_floor=_iso(now),
         )
         result = _RepoResult(cursor, baseline=[opened_delivery_id(repository, n) for n in labeled])
         # Prime the activity probe (its window, ETag and newest update); closings in the
         # window are history, not events.
         self._issues(repository, cursor, RepoCursor(**vars(cursor)), _RepoResult(cursor))
         cursor.labeled = labeled
+        cursor.polled_at = _iso(now)
         comments = self._comments(repository, cursor, now)
         result.baseline.extend(
             comment_delivery_id(source_name(repository), str(c.id))
@@ -253,6 +282,21 @@ class GitHubSource:
         cursor.labeled = list(old.labeled)
         result = _RepoResult(cursor)
         seen = self._issues(repository, cursor, old, result)
+        pulls = PullTracker(
+            self.github,
+            repository,
+            old.pulls,
+            authorized=frozenset(self.authorized),
+            own=own,
+            session_per_pr=self.session_per_pr,
+            parse_since=_parse_iso,
+            floor=old.pulls_floor,
+        )
+        comments_since = cursor.comments_since
+        if seen:
+            window = _iso(_parse_iso(old.issues_since) - self._overlap)
+            window = max(window, old.pulls_floor or window)
+            result.events.extend(pulls.changed(list(seen.values()), window, _iso(now)))
         # Any answer other than a 304 is news: an ETag is kept for every window we can
         # trust it for, and a comment changes its issue (updated_at, comment count).
         changed = seen is not None
@@ -265,9 +309,24 @@ class GitHubSource:
         if changed or new_by_session:
             cursor.settle_until = _iso(now + self._settle)
         settling = cursor.settle_until is not None and cursor.settle_until > _iso(now)
+        # A newly labeled item's comments written before the label are history
+        # (baselined); later ones are delivered. The label's time comes from the issue's
+        # events; without it, the previous look bounds it (an extra comment of context
+        # beats losing one written right after the label).
+        since_look = _parse_time(old.polled_at)
+        labeled_at = {n: self._labeled_at(repository, n) or since_look for n in new_by_label}
+        cursor.polled_at = _iso(now)
         if changed or settling:
             for item in self._comments(repository, cursor, now):
-                self._consider(repository, item, own, watched, new_by_label, new_by_session, result)
+                pr_event = pulls.conversation_comment(item)
+                if pr_event is not None:
+                    result.events.append(pr_event)
+                    continue
+                self._consider(repository, item, own, watched, labeled_at, new_by_session, result)
+            if pulls.targets:
+                result.events.extend(pulls.review_comments(comments_since))
+        result.events.extend(pulls.checks())
+        cursor.pulls = pulls.pulls
         for number in sorted(new_by_label):
             issue = (seen or {}).get(number)
             if issue is not None:
@@ -275,6 +334,26 @@ class GitHubSource:
         if not settling:
             cursor.settle_until = None
         return result
+
+    def _labeled_at(self, repository: str, number: int) -> datetime | None:
+        """When the trigger label was last put on the item (its issue events: one call per
+        newly labeled item); None when GitHub cannot say (then the previous look is used)."""
+        try:
+            listing = self.github.list_all(
+                f"repos/{repository}/issues/{number}/events", {"per_page": PER_PAGE}
+            )
+        except GitHubError as exc:
+            log.info("github: issue events of %s#%d unavailable: %s", repository, number, exc)
+            return None
+        moments = []
+        for obj in listing.items:
+            if not isinstance(obj, dict) or obj.get("event") != "labeled":
+                continue
+            label = obj.get("label")
+            if isinstance(label, dict) and label.get("name") == self.trigger_label:
+                with contextlib.suppress(ParseError):
+                    moments.append(parse_time(obj.get("created_at"), "issue event created_at"))
+        return max(moments, default=None)
 
     def _issues(
         self, repository: str, cursor: RepoCursor, old: RepoCursor, result: _RepoResult
@@ -341,7 +420,7 @@ class GitHubSource:
         item: CommentInfo,
         own: str,
         watched: set[int],
-        new_by_label: set[int],
+        new_by_label: dict[int, datetime | None],
         new_by_session: dict[int, datetime],
         result: _RepoResult,
     ) -> None:
@@ -350,7 +429,10 @@ class GitHubSource:
             return
         delivery = comment_delivery_id(source_name(repository), str(item.id))
         started = new_by_session.get(item.issue_number)
-        if item.issue_number in new_by_label or (started is not None and item.created_at < started):
+        before_label = item.issue_number in new_by_label and (
+            (looked := new_by_label[item.issue_number]) is None or item.created_at <= looked
+        )
+        if before_label or (started is not None and item.created_at < started):
             result.baseline.append(delivery)
             return
         if item.author.lower() == own or carries_marker(item.body):

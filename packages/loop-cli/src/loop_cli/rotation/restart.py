@@ -346,6 +346,12 @@ def _verify(item: _Plan, pids: tuple[int, ...], declared: EnvFile, deps: Restart
     return Row(ref, name, Outcome.FAILED, "the relaunched harness exited before it was verified")
 
 
+def _identity(record: SessionRecord) -> tuple[object, ...]:
+    """What makes a relaunch the one that was planned: still active, the same session and
+    conversation. Other columns (timestamps) move with ordinary deliveries."""
+    return (record.active, record.tmux_name, record.conversation_id, record.harness)
+
+
 def _lock_all(
     plans: Sequence[_Plan], deps: RestartDeps, locks: ExitStack, rows: dict[str, Row]
 ) -> list[_Plan]:
@@ -364,7 +370,7 @@ def _lock_all(
             rows[ref] = Row(ref, item.record.tmux_name, Outcome.FAILED, why, item.drift.stale)
             continue
         current = deps.registry.get(item.record.work_item)
-        if current != item.record:
+        if current is None or _identity(current) != _identity(item.record):
             # Closed (or respawned, re-registered) while the selection waited for the
             # lock: relaunching would bring a closed item's agent back. Left alone.
             ref = str(item.record.work_item)

@@ -31,6 +31,7 @@ from starlette.routing import Route
 from loop_dispatch import Event
 
 from .payload import Ignored, PayloadError, Rules, to_event
+from .seen import GroundChanged
 from .verify import verify_signature
 
 __all__ = ["DEFAULT_MAX_BODY", "Accept", "create_app"]
@@ -74,6 +75,8 @@ def create_app(
     own_login: str | None = None,
     insecure: bool = False,
     repositories: list[str] | None = None,
+    session_per_pr: bool = False,
+    has_session: Callable[[Any], bool] | None = None,
     lifespan: Callable[[Starlette], contextlib.AbstractAsyncContextManager[None]] | None = None,
 ) -> Starlette:
     """The receiver. `accept` runs in a worker thread, never on the event loop.
@@ -83,7 +86,9 @@ def create_app(
     """
     if not secret and not insecure:
         raise ValueError("a webhook secret is required (or insecure=True)")
-    rules = Rules.build(trigger_label, authorized_actors, own_login, repositories)
+    rules = Rules.build(
+        trigger_label, authorized_actors, own_login, repositories, session_per_pr, has_session
+    )
     stats: Counter[str] = Counter()
 
     async def receive(request: Request) -> JSONResponse:
@@ -135,9 +140,14 @@ def create_app(
             return _answer(202, "ignored", stats, reason=result.reason)
         try:
             verdict = await run_in_threadpool(accept, guid, kind, result)
-        except Exception as exc:  # nothing committed: GitHub (or the operator) redelivers
+        except Exception as exc:  # nothing kept: GitHub (or the operator) redelivers
             log.warning("webhook: could not commit %s: %s", guid, type(exc).__name__)
-            return _answer(503, "busy", stats, reason="the state store could not commit")
+            reason = (
+                "the state directory was deleted or replaced under the receiver"
+                if isinstance(exc, GroundChanged)
+                else "the state store could not commit"
+            )
+            return _answer(503, "busy", stats, reason=reason)
         if verdict != "accepted":
             return _answer(200, "duplicate", stats, delivery=guid)
         return _answer(202, "accepted", stats, deliveryId=result.delivery_id)

@@ -7,7 +7,7 @@ because GitHub sends many event types and a webhook may be subscribed to all of 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,8 +22,21 @@ from ..github.parse import (
     parse_issue,
     source_name,
 )
+from . import pulls
 
-__all__ = ["Ignored", "PayloadError", "Rules", "to_event"]
+__all__ = ["HANDLED", "Ignored", "PayloadError", "Rules", "to_event"]
+
+# The event types to subscribe the webhook to (docs/github.md).
+PR_KINDS = frozenset(
+    {
+        "pull_request",
+        "pull_request_review",
+        "pull_request_review_comment",
+        "check_run",
+        "check_suite",
+    }
+)
+HANDLED = frozenset({"issues", "issue_comment"}) | PR_KINDS
 
 
 class PayloadError(ValueError):
@@ -43,6 +56,10 @@ class Rules:
     authorized_actors: frozenset[str]
     own_login: str | None = None
     repositories: frozenset[str] | None = None  # None: any repository
+    session_per_pr: bool = False  # an unlinked PR is its own work item
+    # Does this item have an active session? An unlinked PR that has one of its own
+    # (labeled, or `sessions start`) keeps hearing its activity, as via the poller.
+    has_session: Callable[[WorkItemRef], bool] | None = None
 
     @classmethod
     def build(
@@ -51,12 +68,16 @@ class Rules:
         authorized_actors: Iterable[str],
         own_login: str | None = None,
         repositories: Iterable[str] | None = None,
+        session_per_pr: bool = False,
+        has_session: Callable[[WorkItemRef], bool] | None = None,
     ) -> Rules:
         return cls(
             trigger_label=trigger_label,
             authorized_actors=frozenset(a.lower() for a in authorized_actors),
             own_login=own_login.lower() if own_login else None,
             repositories=frozenset(r.lower() for r in repositories) if repositories else None,
+            session_per_pr=session_per_pr,
+            has_session=has_session,
         )
 
 
@@ -86,7 +107,7 @@ def to_event(kind: str, payload: Any, rules: Rules) -> Event | Ignored:
     if not isinstance(payload, dict):
         raise PayloadError("body: expected a JSON object")
     action = payload.get("action")
-    if kind not in ("issue_comment", "issues"):
+    if kind not in HANDLED:
         return Ignored(f"event type {kind!r} is not handled")
     if not isinstance(action, str):
         raise PayloadError("action: expected a string")
@@ -94,9 +115,15 @@ def to_event(kind: str, payload: Any, rules: Rules) -> Event | Ignored:
     if rules.repositories is not None and repository.lower() not in rules.repositories:
         return Ignored(f"repository {repository} is not configured")
     try:
+        if kind in PR_KINDS:
+            return pulls.to_event(kind, action, payload, repository, rules)
         issue = parse_issue(payload.get("issue"), "issue")
         if kind == "issue_comment":
+            if issue.is_pr:
+                return pulls.pr_issue_comment(action, payload, repository, issue, rules)
             return _comment(action, payload, repository, issue.number, rules)
+        if issue.is_pr:
+            return Ignored("issues events of pull requests are handled as pull_request")
         return _issue(action, payload, repository, issue, rules)
     except ParseError as exc:
         raise PayloadError(str(exc)) from None

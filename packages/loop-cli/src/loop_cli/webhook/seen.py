@@ -15,7 +15,7 @@ from typing import Any
 
 from loop_dispatch import Event
 
-__all__ = ["InboxAccept", "LogAccept", "StoreSeen"]
+__all__ = ["GroundChanged", "InboxAccept", "LogAccept", "StoreSeen"]
 
 NAMESPACE = "loop_cli.webhook"
 MIGRATIONS = [
@@ -29,6 +29,12 @@ MIGRATIONS = [
     """,
 ]
 KEEP = timedelta(days=30)
+PRUNE_EVERY = timedelta(hours=1)
+
+
+class GroundChanged(RuntimeError):
+    """The state the receiver started on was deleted or replaced: nothing it commits
+    now is seen by the daemons on the real state, so it must not answer 202."""
 
 
 class StoreSeen:
@@ -37,23 +43,31 @@ class StoreSeen:
     def __init__(self, store: Any) -> None:
         self._store = store
         store.ensure_schema(NAMESPACE, MIGRATIONS)
+        self._pruned = datetime.min.replace(tzinfo=timezone.utc)
         self.prune()
 
     def record(self, conn: Any, guid: str, event: str) -> bool:
         """Record `guid` inside the caller's transaction; True when it is new."""
         now = datetime.now(timezone.utc).isoformat(timespec="seconds")
         cur = conn.execute(
-            "INSERT OR IGNORE INTO loop_cli_webhook_deliveries(guid, event, received_at) "
-            "VALUES (?, ?, ?)",
+            "INSERT INTO loop_cli_webhook_deliveries(guid, event, received_at) "
+            "VALUES (?, ?, ?) ON CONFLICT(guid) DO NOTHING",
             (guid, event, now),
         )
         return bool(cur.rowcount > 0)
 
     def prune(self) -> None:
         """Forget ids older than GitHub would redeliver (bounded table)."""
-        cutoff = (datetime.now(timezone.utc) - KEEP).isoformat(timespec="seconds")
+        now = datetime.now(timezone.utc)
+        cutoff = (now - KEEP).isoformat(timespec="seconds")
         with self._store.transaction() as conn:
             conn.execute("DELETE FROM loop_cli_webhook_deliveries WHERE received_at < ?", (cutoff,))
+        self._pruned = now
+
+    def prune_due(self) -> None:
+        """Prune at most hourly, so a receiver running for weeks keeps the table bounded."""
+        if datetime.now(timezone.utc) - self._pruned >= PRUNE_EVERY:
+            self.prune()
 
 
 class InboxAccept:
@@ -66,16 +80,29 @@ class InboxAccept:
 
     source = "webhook"
 
-    def __init__(self, store: Any, on_accepted: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        store: Any,
+        on_accepted: Callable[[], None] | None = None,
+        watch: Callable[[], str | None] | None = None,
+    ) -> None:
         self._store = store
         self._seen = StoreSeen(store)
         self._on_accepted = on_accepted
+        self._watch = watch
 
     def __call__(self, guid: str, kind: str, event: Event) -> str:
+        self._seen.prune_due()
         with self._store.transaction() as conn:
             if not self._seen.record(conn, guid, kind):
                 return "duplicate"
-            accepted = self._store.inbox.accept(self.source, [event], conn=conn)
+            # A push is GitHub saying the comment is new: it overrides a poller baseline.
+            accepted = self._store.inbox.accept(self.source, [event], conn=conn, over_baseline=True)
+        # Checked after the commit: a state replaced before it landed means the row is in
+        # a file no daemon reads, so the answer is 503 and GitHub delivers it again.
+        problem = self._watch() if self._watch is not None else None
+        if problem:
+            raise GroundChanged(problem)
         if not accepted:
             return "duplicate"
         if self._on_accepted is not None:
@@ -92,6 +119,7 @@ class LogAccept:
         self._log = log
 
     def __call__(self, guid: str, kind: str, event: Event) -> str:
+        self._seen.prune_due()
         with self._store.transaction() as conn:
             if not self._seen.record(conn, guid, kind):
                 return "duplicate"

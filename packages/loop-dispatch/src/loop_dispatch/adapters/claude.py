@@ -124,6 +124,14 @@ class ClaudeCodeAdapter(VerifiedAdapter):
     def launch_env(self) -> dict[str, str]:
         return {} if self._state_dir is None else {"CLAUDE_CONFIG_DIR": str(self._state_dir)}
 
+    def prepare_workspace(self, folder: Path) -> None:
+        """Seed Claude Code's folder trust so a new worktree opens no trust dialog (in
+        `harness.stateDir` when set, else where Claude Code itself looks)."""
+        from ..claude_trust import trust_folder
+
+        file = None if self._state_dir is None else self._state_dir / ".claude.json"
+        trust_folder(folder, file)
+
     def fresh_argv(self, prompt: str, conversation_id: str) -> list[str]:
         return [self.binary, *self.extra_args, "--session-id", conversation_id, prompt]
 
