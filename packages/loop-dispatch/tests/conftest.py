@@ -13,6 +13,7 @@ import pytest
 
 from loop_dispatch.eventlog import EventLog
 from loop_dispatch.model import Event, EventKind, WorkItemRef
+from loop_dispatch.pgcluster import Cluster, ClusterUnavailable, start_cluster
 from loop_dispatch.store import Store
 from loop_tmux import Tmux
 
@@ -20,9 +21,36 @@ REPO = Path(__file__).resolve().parents[3]
 FAKE_HARNESS = REPO / "tests-integration" / "harness" / "fake_harness.py"
 
 
+@pytest.fixture(scope="session")
+def pg_cluster() -> Iterator[Cluster]:
+    """One private PostgreSQL cluster for the session (skipped, naming what is missing,
+    where no server binaries exist; on CI .ci/run installs them)."""
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        pytest.skip("psycopg is not installed (pip install 'loop-dispatch[postgresql]')")
+    try:
+        cluster = start_cluster()
+    except ClusterUnavailable as exc:
+        pytest.skip(f"no private PostgreSQL cluster: {exc}")
+    yield cluster
+    cluster.stop()
+
+
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    s = Store.open(tmp_path / "state")
+def backend() -> str:
+    """Which store backend the `store` fixture opens; store, inbox and registry tests
+    override it to run on both."""
+    return "sqlite"
+
+
+@pytest.fixture
+def store(tmp_path: Path, backend: str, request: pytest.FixtureRequest) -> Iterator[Store]:
+    if backend == "postgresql":
+        cluster: Cluster = request.getfixturevalue("pg_cluster")
+        s = Store.open(url=cluster.create_database(), password=cluster.password)
+    else:
+        s = Store.open(tmp_path / "state")
     yield s
     s.close()
 

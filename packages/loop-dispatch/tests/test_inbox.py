@@ -20,6 +20,13 @@ from loop_dispatch.model import Event
 from loop_dispatch.poll import PollBatch, Source, run_poll_cycle
 from loop_dispatch.store import Store
 
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def backend(request: pytest.FixtureRequest) -> str:
+    """These tests run on both store backends (PostgreSQL: a private cluster)."""
+    return str(request.param)
+
+
 V1 = {"loop-cli": "1.0", "loop-dispatch": "1.0", "loop-tmux": "1.0"}
 
 
@@ -284,7 +291,8 @@ def test_a_dispatcher_that_raises_costs_one_attempt_not_the_drain(store, events,
                 raise OSError("lock directory vanished")
             return super().dispatch(event)
 
-    report = drain(store, Raising(), events).run(until_idle=True)
+    # A long backoff: the retried row is not due again before the run goes idle.
+    report = drain(store, Raising(), events, backoff=30, max_backoff=30).run(until_idle=True)
     assert (report.retried, report.processed) == (1, 1)
     entry = store.inbox.by_delivery(bad.delivery_id)
     assert (entry.state, entry.attempts, entry.last_reason) == ("pending", 1, "dispatch_error")

@@ -118,3 +118,34 @@ def test_drop_and_retry_act_only_on_rows_still_open(store, make_event) -> None:
     assert inbox.drop(entry.seq, "obsolete") is None
     assert inbox.retry(seqs=[entry.seq]) == []
     assert inbox.by_delivery(e.delivery_id).state == "claimed"
+
+
+def test_a_v2_state_file_gains_the_arming_time_and_token_events(tmp_path) -> None:
+    """A state file written by the first inbox release (v2) opens as v3: its rows keep
+    their state, and their horizon counts from their arrival until a re-arm."""
+    import sqlite3
+
+    from loop_dispatch.store import CORE_MIGRATIONS, Store, _run_script
+
+    path = tmp_path / "state.db"
+    conn = sqlite3.connect(path)
+    _run_script(conn, CORE_MIGRATIONS[0])
+    _run_script(conn, CORE_MIGRATIONS[1])
+    conn.execute("CREATE TABLE schema_versions (namespace TEXT PRIMARY KEY, version INTEGER)")
+    conn.execute("INSERT INTO schema_versions VALUES ('loop_dispatch', 2)")
+    conn.execute("PRAGMA user_version = 2")
+    conn.execute(
+        "INSERT INTO inbox(delivery_id, work_item, source, state, event, due_at, received_at, "
+        "updated_at) VALUES ('d1', 'local:p#1', 't', 'pending', NULL, 'x', "
+        "'2026-01-01T00:00:00+00:00', 'x')"
+    )
+    conn.commit()
+    conn.close()
+    store = Store.open(tmp_path)
+    try:
+        row = store.query("SELECT state, armed_at FROM inbox WHERE delivery_id = 'd1'")[0]
+        assert tuple(row) == ("pending", None)
+        columns = [r[1] for r in store.query("PRAGMA table_info(spawn_tokens)")]
+        assert "delivery_id" in columns
+    finally:
+        store.close()

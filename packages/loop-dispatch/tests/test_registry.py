@@ -10,6 +10,13 @@ import pytest
 from loop_dispatch.model import WorkItemRef
 from loop_dispatch.store import Store, StoreError
 
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def backend(request: pytest.FixtureRequest) -> str:
+    """These tests run on both store backends (PostgreSQL: a private cluster)."""
+    return str(request.param)
+
+
 A = WorkItemRef.parse("github:a-b/c#1")
 B = WorkItemRef.parse("github:a/b-c#1")
 

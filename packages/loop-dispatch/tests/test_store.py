@@ -108,7 +108,7 @@ def test_an_open_reader_never_blocks_the_writer(tmp_path: Path) -> None:
         try:
             reader.execute("BEGIN")
             assert reader.execute("SELECT value FROM meta WHERE key = 'k'").fetchone() == ("old",)
-            writer._conn.execute("PRAGMA busy_timeout = 200")  # fail fast if it would wait
+            writer.database._conn.execute("PRAGMA busy_timeout = 200")  # fail fast if it would wait
             writer.meta.set("k", "new")  # commits while the read transaction is open
             assert reader.execute("SELECT value FROM meta WHERE key = 'k'").fetchone() == ("old",)
             reader.execute("COMMIT")

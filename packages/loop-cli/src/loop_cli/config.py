@@ -236,8 +236,63 @@ class ServicesConfig(_Section):
     webhook: bool = False
 
 
+class StoreConfig(_Section):
+    """Where state lives: absent url, the SQLite file in the state directory; a
+    `postgresql://user@host:port/db` url, a database shared by several hosts. The
+    password is never written here: `passwordEnv` names the variable holding it."""
+
+    url: str | None = None
+    password_env: EnvName | None = None
+
+    @field_validator("url")
+    @classmethod
+    def _postgresql_only(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        from urllib.parse import urlsplit
+
+        try:
+            parts = urlsplit(value)
+            password = parts.password
+            parts.port  # noqa: B018 (raises on a bad port)
+        except ValueError:
+            raise ValueError("must be a postgresql://user@host:port/database URL") from None
+        if parts.scheme not in ("postgresql", "postgres"):
+            raise ValueError("must be a postgresql://user@host:port/database URL (or absent)")
+        if password is not None or "password" in parts.query.lower():
+            # A ValueError: its message never echoes the value (the password).
+            raise ValueError(
+                "must not hold a password; name the variable holding it in store.passwordEnv"
+            )
+        return value
+
+
+class HostConfig(_Section):
+    """This host's identity in a fleet sharing a PostgreSQL store (unused on SQLite)."""
+
+    name: str | None = None  # default: the machine's hostname
+    lease_seconds: float = Field(default=30.0, ge=2, le=3600, allow_inf_nan=False)
+    max_sessions: int = Field(default=20, ge=1, le=100000)
+
+    @field_validator("name")
+    @classmethod
+    def _name_chars(cls, value: str | None) -> str | None:
+        if value is not None and (
+            not value or "/" in value or not value.isprintable() or len(value) > 100
+        ):
+            raise ValueError("must be a short printable name without '/'")
+        return value
+
+    def effective_name(self) -> str:
+        import socket
+
+        return self.name or socket.gethostname()
+
+
 class Config(_Section):
     state_dir: ConfigPath | None = None
+    store: StoreConfig = Field(default_factory=StoreConfig)
+    host: HostConfig = Field(default_factory=HostConfig)
     tracker: Literal["local", "github"] = "local"
     github: GitHubConfig = Field(default_factory=GitHubConfig)
     authorized_actors: list[str] = Field(default_factory=list)

@@ -145,6 +145,7 @@ def run_forever(
     heartbeat.beat(rt.store, SERVICE, stale_after=fresh, started=started, detail={"mode": "daemon"})
     drainer = _DrainThread(rt, stop, ground.check)
     drainer.thread.start()
+    role = rt.store.role_lock("poller")  # one poller for a fleet; always ours on SQLite
     cycles = 0
     summary: dict[str, Any] | None = None
     lost: str | None = None
@@ -159,7 +160,14 @@ def run_forever(
                 break
             try:
                 rt.check_launch()
-                summary = cycle_summary(run_cycle(rt))
+                if role.try_hold():
+                    summary = cycle_summary(run_cycle(rt))
+                else:  # another host polls for the fleet; this one drains its items
+                    summary = {
+                        "at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                        "result": "standby",
+                        "reason": "another host of the fleet holds the poller role",
+                    }
                 drainer.drain.wake()
             except Exception as exc:  # recorded; the daemon keeps going
                 error = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
@@ -182,6 +190,7 @@ def run_forever(
             stop.wait(interval)
     finally:
         stop.set()
+        role.release()
         drainer.thread.join(drainer.drain.stop_grace + 15)
         if lost is None and max_cycles is not None and drainer.error is None:
             drainer.drain.run(until_idle=True)

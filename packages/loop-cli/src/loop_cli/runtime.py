@@ -9,6 +9,7 @@ nowhere else, so the env-file launcher (env rotation) has exactly one seam:
 from __future__ import annotations
 
 import contextlib
+import os
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -114,13 +115,26 @@ class Runtime:
     def has_state(self) -> bool:
         """Whether the state store exists yet. Read-only commands (`status`, `sessions
         list`, `env doctor`) check this instead of opening it: opening creates it."""
+        if self.config.store.url:
+            return True  # a shared database: its schema is created on first use
         return (self.state_dir / STATE_FILE).is_file()
 
     @cached_property
     def store(self) -> Store:
         from loop_dispatch.store import Store
 
-        store = Store.open(self.state_dir)
+        cfg = self.config.store
+        password = None
+        if cfg.url and cfg.password_env:
+            password = os.environ.get(cfg.password_env)
+            if not password:
+                raise ConfigError(
+                    [
+                        f"{self.loaded.path}: store.passwordEnv names {cfg.password_env}, "
+                        "which is not set (or empty) in the environment"
+                    ]
+                )
+        store = Store.open(self.state_dir, url=cfg.url, password=password)
         self._opened.append(store)
         return store
 
@@ -178,6 +192,7 @@ class Runtime:
         reactor = self.reactor()
         if reactor is not None:
             on_settled = _both(on_settled, reactor.on_settled)
+        host = self.host_lease()
         return Drain(
             self.store,
             _LaunchChecked(self),
@@ -189,6 +204,8 @@ class Runtime:
             watch=watch,
             on_settled=on_settled,
             paste_gate=self.paste_gate,
+            host=host,
+            on_lapsed=None if host is None else self.end_stale_agents,
         )
 
     def reactor(self) -> Any:
@@ -236,6 +253,40 @@ class Runtime:
             base_ref=cfg.base_ref,
             fetch=cfg.fetch,
         )
+
+    @property
+    def fleet(self) -> bool:
+        """Whether this host is one of a fleet sharing a PostgreSQL store."""
+        return bool(self.config.store.url)
+
+    @cached_property
+    def _host_lease(self) -> Any:
+        from loop_dispatch.hosts import HostLease
+
+        cfg = self.config.host
+        return HostLease(
+            self.store,
+            cfg.effective_name(),
+            max_sessions=cfg.max_sessions,
+            lease_seconds=cfg.lease_seconds,
+        )
+
+    def host_lease(self) -> Any:
+        """This host's lease in the fleet (None on the single-host SQLite store)."""
+        return self._host_lease if self.fleet else None
+
+    def end_stale_agents(self) -> None:
+        """Our lease had lapsed: end the agents of items that moved to other hosts."""
+        from loop_dispatch.hosts import end_stale_agents
+
+        name = self.config.host.effective_name()
+        for tmux_name in end_stale_agents(self.store, self.tmux, name):
+            self.event_log.emit(
+                "session.stale_ended",
+                level="warning",
+                source="host",
+                detail={"host": name, "tmux_name": tmux_name, "reason": "host_lease_lapsed"},
+            )
 
     @cached_property
     def paste_gate(self) -> Any:

@@ -27,10 +27,15 @@ def list_rows(rt: Runtime) -> list[dict[str, Any]]:
 
     fleet = read_fleet(rt.tmux)
     rows = []
+    placement = _placements(rt)
     for rec in rt.store.registry.list() if rt.has_state else []:
         kept = "" if rec.active else kept_reason(rt, rec.work_item)
+        row: dict[str, Any] = (
+            {} if placement is None else {"host": placement.get(str(rec.work_item))}
+        )
         rows.append(
-            {
+            row
+            | {
                 "ref": str(rec.work_item),
                 "tmuxName": rec.tmux_name,
                 "status": rec.status,
@@ -44,7 +49,22 @@ def list_rows(rt: Runtime) -> list[dict[str, Any]]:
                 "workspaceKept": kept,
             }
         )
+        if placement is not None and row["host"] != rt.config.host.effective_name():
+            # Another host's tmux holds it: this host cannot see its presence.
+            rows[-1]["presence"] = "on another host"
+            rows[-1]["pids"] = []
     return rows
+
+
+def _placements(rt: Runtime) -> dict[str, str] | None:
+    """Item -> host on a fleet's shared store; None on the single-host store."""
+    if not (rt.fleet and rt.has_state):
+        return None
+    from loop_dispatch.hosts import Hosts
+
+    Hosts(rt.store)  # its tables exist before any worker ran
+    rows = rt.store.query("SELECT work_item, host FROM placements")
+    return {r[0]: r[1] for r in rows}
 
 
 def start(rt: Runtime, ref: WorkItemRef) -> dict[str, Any]:

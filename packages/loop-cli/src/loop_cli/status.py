@@ -52,6 +52,8 @@ def collect_status(rt: Runtime, now: datetime | None = None) -> dict[str, Any]:
         "inbox": rt.store.inbox.summary() if rt.has_state else None,
         "ok": all(s["running"] for s in services if s["enabled"]),
     }
+    if rt.fleet and rt.has_state:
+        status["hosts"] = hosts_block(rt, now)
     block = status_block(cfg, [r for r in records if r.active], fleet)
     if block is not None:
         status[ENV_BLOCK] = block
@@ -89,6 +91,40 @@ def blocked_sessions(rt: Runtime, records: list[SessionRecord], fleet: Fleet) ->
                 }
             )
     return out
+
+
+def hosts_block(rt: Runtime, now: datetime) -> dict[str, Any]:
+    """The fleet on a shared store: one row per host and the totals."""
+    from loop_dispatch.hosts import Hosts
+
+    rows = [h.as_dict(now) for h in Hosts(rt.store).list()]
+    live = [r for r in rows if r["live"]]
+    return {
+        "this": rt.config.host.effective_name(),
+        "hosts": rows,
+        "totals": {
+            "hosts": len(rows),
+            "live": len(live),
+            "placed": sum(r["placed"] for r in rows),
+            "capacity": sum(r["maxSessions"] for r in live),
+        },
+    }
+
+
+def host_lines(block: dict[str, Any]) -> list[str]:
+    lines = []
+    for row in block["hosts"]:
+        mark = " (this host)" if row["name"] == block["this"] else ""
+        lines.append(
+            f"host:      {row['name']}{mark}: {'live' if row['live'] else 'EXPIRED'}, "
+            f"{row['placed']}/{row['maxSessions']} items, lease age {row['leaseAgeSeconds']}s"
+        )
+    t = block["totals"]
+    lines.append(
+        f"fleet:     {t['live']}/{t['hosts']} hosts live, {t['placed']} items placed, "
+        f"capacity {t['capacity']}"
+    )
+    return lines
 
 
 def _service_row(
@@ -179,6 +215,9 @@ def render_text(status: dict[str, Any]) -> str:
             f"blocked:   {row['workItem']} ({row['tmuxName']}) waits on its {row['dialog']} "
             "dialog; deliveries wait (docs/harnesses.md)"
         )
+
+    if status.get("hosts"):
+        lines.extend(host_lines(status["hosts"]))
     block = status.get(ENV_BLOCK)
     if block is not None:
         if block.get("line"):

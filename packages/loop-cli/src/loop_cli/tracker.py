@@ -188,10 +188,10 @@ class LocalTracker:
         the command returns only once the event is durable (the drain delivers it)."""
         cur = conn.execute(
             "INSERT INTO loop_cli_item_activity(project, number, kind, author, body, created_at)"
-            " VALUES (?, ?, ?, ?, ?, ?)",
+            " VALUES (?, ?, ?, ?, ?, ?) RETURNING seq",
             (project, number, kind, author, body, now),
         )
-        seq = int(cur.lastrowid)
+        seq = int(cur.fetchone()[0])  # RETURNING: the same on SQLite and PostgreSQL
         event = LocalSource.event((seq, project, number, kind, author, body, now))
         self.store.inbox.accept(SOURCE_NAME, [event], conn=conn)
         return seq

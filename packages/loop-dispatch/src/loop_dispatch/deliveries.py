@@ -33,8 +33,8 @@ class Deliveries:
         now = utcnow_iso()
         with self._store.transaction() as conn:
             cur = conn.execute(
-                "INSERT OR IGNORE INTO deliveries(delivery_id, state, updated_at) "
-                "VALUES (?, 'claimed', ?)",
+                "INSERT INTO deliveries(delivery_id, state, updated_at) "
+                "VALUES (?, 'claimed', ?) ON CONFLICT(delivery_id) DO NOTHING",
                 (delivery_id, now),
             )
             if cur.rowcount:

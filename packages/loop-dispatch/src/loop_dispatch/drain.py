@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from loop_tmux import kill_clients
 
+from .hosts import HostConflict, HostLease
 from .inbox import InboxEntry, Retry, local_owner, owner_alive, versions_key
 from .pastegate import PasteGate
 
@@ -124,6 +125,8 @@ class Drain:
         watch: Callable[[], str | None] | None = None,
         alive: Callable[[str], bool] = owner_alive,
         paste_gate: PasteGate | None = None,
+        host: HostLease | None = None,
+        on_lapsed: Callable[[], None] | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -135,7 +138,11 @@ class Drain:
         self.policy = policy or RetryPolicy()
         self.concurrency = concurrency
         self.lease_seconds = lease_seconds
-        self.owner = owner or local_owner()
+        # With a host (a fleet sharing one store): claims are this host's items only,
+        # under its lease; `on_lapsed` runs when the lease had run out (stale agents).
+        self.host = host
+        self.on_lapsed = on_lapsed
+        self.owner = owner or (host.owner if host is not None else local_owner())
         self.idle = idle
         self.stop_grace = stop_grace
         self.on_settled = on_settled
@@ -197,6 +204,7 @@ class Drain:
         try:
             while not stop.is_set():
                 self._check_ground()
+                self._beat()
                 claimed = self._claim()
                 for entry in claimed:
                     work.put(entry)
@@ -245,6 +253,19 @@ class Drain:
             )
             raise GroundLost(problem)
 
+    def _beat(self) -> None:
+        if self.host is None:
+            return
+        try:
+            lapsed = self.host.beat()
+        except HostConflict:
+            raise
+        except Exception as exc:  # the database is away: claims wait, the beat retries
+            self._note_error("heartbeat", exc)
+            return
+        if lapsed and self.on_lapsed is not None:
+            self.on_lapsed()
+
     def _busy(self) -> int:
         with self._lock:
             return len(self._in_flight)
@@ -254,9 +275,18 @@ class Drain:
         if free <= 0:
             return []
         try:
-            claimed = self.inbox.claim(
-                self.owner, limit=free, lease_seconds=self.lease_seconds, alive=self.alive
-            )
+            if self.host is not None:
+                claimed = self.host.hosts.claim(
+                    self.host.name,
+                    self.owner,
+                    limit=free,
+                    lease_seconds=self.lease_seconds,
+                    alive=self.alive,
+                )
+            else:
+                claimed = self.inbox.claim(
+                    self.owner, limit=free, lease_seconds=self.lease_seconds, alive=self.alive
+                )
         except Exception as exc:  # a busy or vanished store: noted, tried again
             self._note_error("claim", exc)
             return []
@@ -300,6 +330,36 @@ class Drain:
             message = " ".join(str(exc).split())[:300]
             return Outcome(OutcomeKind.FAILED, "dispatch_error", f"{type(exc).__name__}: {message}")
 
+    def _take_move(self, event: Event) -> None:
+        """An item moved here from a host that died: its conversation stayed there, so
+        the record is closed (the dispatcher starts a fresh one) and the move is said."""
+        assert self.host is not None
+        if not self.store.query(  # no move (the common case): no transaction at all
+            "SELECT 1 FROM placements WHERE work_item = ? AND moved_from IS NOT NULL",
+            (str(event.work_item),),
+        ):
+            return
+        with self.store.transaction():
+            move = self.host.hosts.take_move(str(event.work_item), self.host.name)
+            if move is None:
+                return
+            record = self.store.registry.get(event.work_item)
+            if record is not None and record.active:
+                self.store.registry.close(event.work_item)
+        self.events.emit(
+            "session.moved",
+            level="warning",
+            source=SOURCE,
+            work_item=str(event.work_item),
+            delivery_id=event.delivery_id,
+            detail={
+                "from_host": move.from_host,
+                "to_host": self.host.name,
+                "reason": move.reason,
+                "previous_conversation_id": None if record is None else record.conversation_id,
+            },
+        )
+
     def _handle(self, entry: InboxEntry) -> None:
         from .dispatcher import OutcomeKind
 
@@ -307,6 +367,8 @@ class Drain:
             retry = self._fail(entry, "unreadable_stored_event", "", definite=True, max_attempts=1)
             self._settled(Settlement(entry=entry, outcome=None, state=_state(retry), retry=retry))
             return
+        if self.host is not None:
+            self._take_move(entry.event)
         with self.paste_gate.window():  # a paste made here is settled before the next one
             outcome = self._dispatch(entry.event)
             if outcome.kind is OutcomeKind.FAILED:

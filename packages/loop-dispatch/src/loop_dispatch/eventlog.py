@@ -46,6 +46,7 @@ EVENT_TYPES = frozenset(
         "inbox.lease_lost",
         "inbox.error",
         "daemon.state_lost",
+        "session.moved",
     }
 )
 

@@ -32,7 +32,12 @@ _COLUMNS = (
 )
 _SELECT = "SELECT " + _COLUMNS + " FROM sessions"  # noqa: S608 (constant column list)
 _PLACEHOLDERS = ", ".join("?" * 9)
-_INSERT = f"INSERT OR REPLACE INTO sessions({_COLUMNS}) VALUES ({_PLACEHOLDERS})"  # noqa: S608
+# A record replaced whole (the same SQL on SQLite and PostgreSQL).
+_INSERT = (
+    f"INSERT INTO sessions({_COLUMNS}) VALUES ({_PLACEHOLDERS}) "  # noqa: S608
+    "ON CONFLICT(work_item) DO UPDATE SET "
+    + ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS.split(", ")[1:])
+)
 
 
 @dataclass(frozen=True)

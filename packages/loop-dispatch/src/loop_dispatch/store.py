@@ -1,32 +1,43 @@
-"""The state store: one SQLite file (`state.db`) in the state directory.
+"""The state store: versioned schemas and the views (inbox, registry, cursors, meta).
 
-WAL so readers (status, `sessions list`) never block the daemon; a busy timeout so
-writers in other processes wait rather than fail; every state change is one
-transaction, so a process killed at any instant leaves the file consistent. Schemas are
-versioned per namespace with forward-only migrations; a file written by a newer schema
-is refused rather than misread.
+Two backends (`database.py`): the default, one SQLite file (`state.db`) in the state
+directory; or a shared PostgreSQL database named by `store.url` (a fleet over several
+hosts). Every state change is one transaction, so a process killed at any instant
+leaves the store consistent. Schemas are versioned per namespace with forward-only
+migrations, the same text on both backends; a store written by a newer schema is
+refused rather than misread.
 """
 
 from __future__ import annotations
 
-import sqlite3
-import threading
-import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, suppress
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .errors import StoreError
+from .sqlite_db import BUSY_TIMEOUT_MS
+from .sqlite_db import run_script as _run_script  # noqa: F401 (kept importable here)
+
 if TYPE_CHECKING:
+    from .database import Connection, Database
     from .deliveries import Deliveries
     from .inbox import Inbox
     from .registry import Registry
 
-__all__ = ["CORE_NAMESPACE", "Cursors", "Meta", "Store", "StoreError", "utcnow_iso"]
+__all__ = [
+    "BUSY_TIMEOUT_MS",
+    "CORE_NAMESPACE",
+    "Cursors",
+    "Meta",
+    "Store",
+    "StoreError",
+    "is_postgresql_url",
+    "utcnow_iso",
+]
 
 CORE_NAMESPACE = "loop_dispatch"
-BUSY_TIMEOUT_MS = 15_000
 
 # Forward-only migrations of the core namespace; entry i brings the schema to version i+1.
 # The core version is also mirrored into PRAGMA user_version so sqlite3 tools can see it.
@@ -76,8 +87,6 @@ CORE_MIGRATIONS: list[str] = [
     """,
     # v2: the inbox (every accepted event and all retry state, for every ingress) takes
     # over the poll ledger's rows; spawn tokens record the-loop's own tmux sessions.
-    # `armed_at` (NULL: received_at) starts the give-up horizon again on a re-arm; a spawn
-    # token's `delivery_id` names the event its harness was started with as prompt.
     """
     CREATE TABLE inbox (
         seq              INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -98,7 +107,6 @@ CORE_MIGRATIONS: list[str] = [
         gave_up_versions TEXT,
         rearm_count      INTEGER NOT NULL DEFAULT 0,
         received_at      TEXT NOT NULL,
-        armed_at         TEXT,
         settled_at       TEXT,
         updated_at       TEXT NOT NULL
     );
@@ -128,26 +136,20 @@ CORE_MIGRATIONS: list[str] = [
         conversation_id TEXT,
         harness         TEXT NOT NULL,
         cwd             TEXT NOT NULL,
-        delivery_id     TEXT,
         created_at      TEXT NOT NULL
     );
     CREATE INDEX spawn_tokens_by_item ON spawn_tokens (work_item);
+    """,
+    # v3: `armed_at` (NULL: received_at) starts the give-up horizon again on a re-arm; a
+    # spawn token's `delivery_id` names the event its harness was started with as prompt
+    # (so a retry of that event never pastes it into the harness holding it already).
+    """
+    ALTER TABLE inbox ADD COLUMN armed_at TEXT;
+    ALTER TABLE spawn_tokens ADD COLUMN delivery_id TEXT;
     CREATE INDEX spawn_tokens_by_delivery ON spawn_tokens (delivery_id)
         WHERE delivery_id IS NOT NULL;
     """,
 ]
-
-
-class StoreError(Exception):
-    """The state file cannot be used: corrupt, not SQLite, newer schema, unwritable.
-
-    `str(err)` is one line naming the file and what is wrong.
-    """
-
-    def __init__(self, path: Path, reason: str) -> None:
-        super().__init__(f"state store {path}: {reason}")
-        self.path = path
-        self.reason = reason
 
 
 def utcnow_iso() -> str:
@@ -155,83 +157,77 @@ def utcnow_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="microseconds")
 
 
-def _is_busy(exc: sqlite3.OperationalError) -> bool:
-    text = str(exc).lower()
-    return "locked" in text or "busy" in text
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split()) or type(exc).__name__
+def is_postgresql_url(url: str | None) -> bool:
+    """Whether `store.url` names a PostgreSQL database (absent: the SQLite file)."""
+    return bool(url) and str(url).split("://", 1)[0] in ("postgresql", "postgres")
 
 
 class Store:
-    """An open `state.db`. Safe to share between threads (one connection, one lock)."""
+    """An open state store on one backend (SQLite file or PostgreSQL database).
 
-    def __init__(self, path: Path, conn: sqlite3.Connection) -> None:
-        self.path = path
-        self._conn = conn
-        self._lock = threading.RLock()
-        self._depth = 0
-        self._opening = True
+    Safe to share between threads. Every operation is written once, against the
+    `Database` protocol; the backend decides how transactions are serialized.
+    """
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
 
     # -- opening -----------------------------------------------------------------
 
     @classmethod
-    def open(cls, state_dir: str | Path) -> Store:
-        """Open (creating if needed) `state_dir/state.db` and bring its schema up to date."""
-        state_dir = Path(state_dir).expanduser()
-        path = state_dir / "state.db"
-        try:
-            state_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StoreError(path, f"cannot create the state directory: {_one_line(exc)}") from None
-        if path.is_dir():
-            raise StoreError(path, "is a directory, expected an SQLite file")
-        try:
-            conn = sqlite3.connect(
-                str(path),
-                timeout=BUSY_TIMEOUT_MS / 1000,
-                isolation_level=None,
-                check_same_thread=False,
-            )
-        except sqlite3.Error as exc:
-            raise StoreError(path, f"cannot open: {_one_line(exc)}") from None
-        store = cls(path, conn)
-        # Switching a new file to WAL takes a lock SQLite's busy handler does not wait
-        # for, so processes opening one fresh store together retry here, bounded.
-        deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
-        while True:
-            try:
-                store._setup()
-                store._opening = False
-                return store
-            except sqlite3.OperationalError as exc:
-                if _is_busy(exc) and time.monotonic() < deadline:
-                    time.sleep(0.02)
-                    continue
-                conn.close()
-                if _is_busy(exc):
-                    raise StoreError(path, f"stayed locked by another process ({exc})") from None
-                raise StoreError(path, f"not a usable SQLite database ({_one_line(exc)})") from None
-            except sqlite3.DatabaseError as exc:
-                conn.close()
-                raise StoreError(path, f"not a usable SQLite database ({_one_line(exc)})") from None
-            except StoreError:
-                conn.close()
-                raise
+    def open(
+        cls,
+        state_dir: str | Path | None = None,
+        *,
+        url: str | None = None,
+        password: str | None = None,
+    ) -> Store:
+        """Open the store and bring its schema up to date.
 
-    def _setup(self) -> None:
-        conn = self._conn
-        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-        if str(mode).lower() != "wal":
-            raise StoreError(self.path, f"cannot switch to WAL journal mode (got {mode})")
-        conn.execute("PRAGMA synchronous = NORMAL")
-        self._migrate_core()
+        Without `url`: `state_dir/state.db` (created if needed). With a
+        `postgresql://` url: that shared database (`password`, when given, comes from
+        the environment variable the config names; it is never part of the url).
+        """
+        if is_postgresql_url(url):
+            from .postgres_db import PostgresDatabase
+
+            db: Database = PostgresDatabase.open(str(url), password=password, migrate=_migrate)
+            return cls(db)
+        if url:
+            raise StoreError(str(url), "store.url must be a postgresql:// URL (or absent)")
+        if state_dir is None:
+            raise ValueError("a state directory or a store url is needed")
+        from .sqlite_db import SqliteDatabase
+
+        return cls(SqliteDatabase.open(state_dir, migrate=_migrate))
+
+    @property
+    def backend(self) -> str:
+        """ "sqlite" or "postgresql"."""
+        return self._db.kind
+
+    @property
+    def path(self) -> Path | str:
+        """The SQLite file, or the PostgreSQL URL without its password."""
+        return self._db.location
+
+    @property
+    def database(self) -> Database:
+        return self._db
+
+    def role_lock(self, role: str) -> Any:
+        """A cluster role (`"poller"`) one process of the fleet holds at a time. On the
+        SQLite file there is one host, so the role is always this process's (the
+        poller's own state-dir lock keeps a second daemon out)."""
+        if self._db.kind == "postgresql":
+            from .postgres_db import PostgresDatabase, RoleLock
+
+            assert isinstance(self._db, PostgresDatabase)
+            return RoleLock(self._db, role)
+        return _LocalRole()
 
     def close(self) -> None:
-        with self._lock:
-            self._conn.close()
+        self._db.close()
 
     def __enter__(self) -> Store:
         return self
@@ -241,89 +237,18 @@ class Store:
 
     # -- transactions --------------------------------------------------------------
 
-    @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
-        """One state change: BEGIN IMMEDIATE ... COMMIT, rolled back on any exception.
+    def transaction(self) -> AbstractContextManager[Connection]:
+        """One state change, rolled back on any exception.
 
         Nested use joins the outer transaction, so helpers compose into one change.
         """
-        with self._lock:
-            if self._depth:
-                self._depth += 1
-                try:
-                    yield self._conn
-                finally:
-                    self._depth -= 1
-                return
-            try:
-                self._conn.execute("BEGIN IMMEDIATE")
-            except sqlite3.OperationalError as exc:
-                if self._opening and _is_busy(exc):
-                    raise  # Store.open retries
-                raise StoreError(
-                    self.path, f"cannot begin a transaction: {_one_line(exc)}"
-                ) from None
-            except sqlite3.DatabaseError as exc:
-                raise StoreError(
-                    self.path, f"cannot begin a transaction: {_one_line(exc)}"
-                ) from None
-            self._depth = 1
-            try:
-                yield self._conn
-            except sqlite3.DatabaseError as exc:
-                self._depth = 0
-                with suppress(sqlite3.Error):  # a damaged file may refuse even this
-                    self._conn.execute("ROLLBACK")
-                if isinstance(exc, (sqlite3.IntegrityError, sqlite3.OperationalError)):
-                    raise  # a broken constraint, a busy file, bad SQL: the caller's case
-                raise StoreError(self.path, f"cannot write: {_one_line(exc)}") from None
-            except BaseException:
-                self._depth = 0
-                self._conn.execute("ROLLBACK")
-                raise
-            self._depth = 0
-            try:
-                self._conn.execute("COMMIT")
-            except sqlite3.DatabaseError as exc:
-                self._conn.execute("ROLLBACK")
-                raise StoreError(self.path, f"cannot commit: {_one_line(exc)}") from None
+        return self._db.transaction()
 
-    def query(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
-        """A read (its own snapshot under WAL; never waits for a writer)."""
-        with self._lock:
-            try:
-                cur = self._conn.execute(sql, params)
-                cur.row_factory = sqlite3.Row
-                return cur.fetchall()
-            except sqlite3.DatabaseError as exc:  # a damaged page, a vanished file, ...
-                raise StoreError(self.path, f"cannot read: {_one_line(exc)}") from None
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        """A read (its own snapshot; never waits for a writer)."""
+        return self._db.query(sql, params)
 
     # -- schemas -------------------------------------------------------------------
-
-    def _migrate_core(self) -> None:
-        with self.transaction() as conn:
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-            known = len(CORE_MIGRATIONS)
-            if version > known:
-                raise StoreError(
-                    self.path,
-                    f"written by a newer the-loop (schema {CORE_NAMESPACE} v{version}, this "
-                    f"loop-dispatch knows up to v{known}); upgrade the-loop or use another "
-                    "state directory",
-                )
-            if version == 0:
-                conn.execute(
-                    "CREATE TABLE IF NOT EXISTS schema_versions ("
-                    "namespace TEXT PRIMARY KEY, version INTEGER NOT NULL)"
-                )
-            for target in range(version + 1, known + 1):
-                _run_script(conn, CORE_MIGRATIONS[target - 1])
-                conn.execute(f"PRAGMA user_version = {target}")
-            conn.execute(
-                "INSERT INTO schema_versions(namespace, version) VALUES (?, ?) "
-                "ON CONFLICT(namespace) DO UPDATE SET version = excluded.version",
-                (CORE_NAMESPACE, known),
-            )
 
     def schema_version(self, namespace: str = CORE_NAMESPACE) -> int:
         rows = self.query("SELECT version FROM schema_versions WHERE namespace = ?", (namespace,))
@@ -346,13 +271,13 @@ class Store:
             known = len(migrations)
             if version > known:
                 raise StoreError(
-                    self.path,
+                    self._db.location,
                     f"written by a newer the-loop (schema {namespace} v{version}, this "
                     f"version knows up to v{known}); upgrade the-loop or use another "
                     "state directory",
                 )
             for target in range(version + 1, known + 1):
-                _run_script(conn, migrations[target - 1])
+                self._db.run_script(conn, migrations[target - 1])
             if known != version or row is None:
                 conn.execute(
                     "INSERT INTO schema_versions(namespace, version) VALUES (?, ?) "
@@ -390,21 +315,26 @@ class Store:
         return Meta(self)
 
 
-def _run_script(conn: sqlite3.Connection, script: str) -> None:
-    """Run several statements inside the current transaction.
-
-    `executescript` would COMMIT first, breaking the one-transaction migration, so the
-    script is split with sqlite3.complete_statement instead.
-    """
-    buf = ""
-    for piece in script.split(";"):
-        buf += piece + ";"
-        if sqlite3.complete_statement(buf):
-            if buf.strip(" \t\r\n;"):
-                conn.execute(buf)
-            buf = ""
-    if buf.strip(" \t\r\n;"):
-        conn.execute(buf)
+def _migrate(db: Database) -> None:
+    """Bring the core namespace up to date, in one transaction (refusing a newer one)."""
+    with db.transaction() as conn:
+        version = db.core_version(conn)
+        known = len(CORE_MIGRATIONS)
+        if version > known:
+            raise StoreError(
+                db.location,
+                f"written by a newer the-loop (schema {CORE_NAMESPACE} v{version}, this "
+                f"loop-dispatch knows up to v{known}); upgrade the-loop or use another "
+                "state directory",
+            )
+        for target in range(version + 1, known + 1):
+            db.run_script(conn, CORE_MIGRATIONS[target - 1])
+            db.set_core_version(conn, target)
+        conn.execute(
+            "INSERT INTO schema_versions(namespace, version) VALUES (?, ?) "
+            "ON CONFLICT(namespace) DO UPDATE SET version = excluded.version",
+            (CORE_NAMESPACE, known),
+        )
 
 
 # (source, cursor, updated_at); also run by a poll cycle inside its inbox transaction.
@@ -412,6 +342,16 @@ UPSERT_CURSOR = (
     "INSERT INTO cursors(source, cursor, updated_at) VALUES (?, ?, ?) "
     "ON CONFLICT(source) DO UPDATE SET cursor = excluded.cursor, updated_at = excluded.updated_at"
 )
+
+
+class _LocalRole:
+    """The role on a single-host store: always held."""
+
+    def try_hold(self) -> bool:
+        return True
+
+    def release(self) -> None:
+        """Nothing to release."""
 
 
 class Cursors:

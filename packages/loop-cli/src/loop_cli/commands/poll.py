@@ -15,6 +15,8 @@ from ._common import runtime
 def _line(summary: dict[str, Any]) -> str:
     if summary.get("result") == "error":
         return f"poll cycle at {summary['at']}: error: {summary.get('error')}"
+    if summary.get("result") == "standby":  # a fleet: another host polls
+        return f"poll cycle at {summary['at']}: standby ({summary.get('reason')})"
     line = f"poll cycle at {summary['at']}: {summary['new']} new"
     if "processed" in summary:  # --once also drained the inbox
         line += (

@@ -39,23 +39,24 @@ def list_(ctx: click.Context, fmt: str) -> None:
         click.echo("no sessions registered")
         return
     kept = [f"{r['ref']}: worktree kept ({r['workspaceKept']})" for r in rows if r["workspaceKept"]]
-    click.echo(
-        table(
-            [
-                [
-                    r["ref"],
-                    r["tmuxName"],
-                    r["status"],
-                    r["presence"],
-                    r["harness"],
-                    r["conversationId"] or "-",
-                    r["updatedAt"][:19],
-                ]
-                for r in rows
-            ],
-            ["REF", "TMUX", "STATUS", "PRESENCE", "HARNESS", "CONVERSATION", "UPDATED"],
-        )
-    )
+    headers = ["REF", "TMUX", "STATUS", "PRESENCE", "HARNESS", "CONVERSATION", "UPDATED"]
+    body = [
+        [
+            r["ref"],
+            r["tmuxName"],
+            r["status"],
+            r["presence"],
+            r["harness"],
+            r["conversationId"] or "-",
+            r["updatedAt"][:19],
+        ]
+        for r in rows
+    ]
+    if "host" in rows[0]:  # a fleet on a shared store: which host runs each
+        headers.insert(2, "HOST")
+        for line, r in zip(body, rows, strict=True):
+            line.insert(2, r["host"] or "-")
+    click.echo(table(body, headers))
     for line in kept:
         click.echo(line)
 

@@ -1,0 +1,66 @@
+"""`the-loop store migrate`: move a state directory's store into a shared database."""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from ..errors import UsageError
+from ._common import echo_json, runtime
+
+
+@click.group()
+def store() -> None:
+    """The state store (SQLite file or shared PostgreSQL database)."""
+
+
+@store.command("migrate")
+@click.option("--to", "url", required=True, help="postgresql://USER@HOST:PORT/DB (no password).")
+@click.option(
+    "--password-env",
+    default=None,
+    help="NAME of the variable holding the password (default: store.passwordEnv).",
+)
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+@click.pass_context
+def migrate(ctx: click.Context, url: str, password_env: str | None, fmt: str) -> None:
+    """Copy this state directory's SQLite store into a new PostgreSQL database.
+
+    Stop the daemons first. The target must be empty; the source is left as it was.
+    Then set store.url (and store.passwordEnv) in the config of every host.
+    """
+    from loop_dispatch.copy import copy_store
+    from loop_dispatch.store import Store, is_postgresql_url
+
+    from ..tracker import MIGRATIONS as TRACKER_MIGRATIONS
+    from ..tracker import NAMESPACE as TRACKER_NAMESPACE
+    from ..webhook.seen import MIGRATIONS as WEBHOOK_MIGRATIONS
+    from ..webhook.seen import NAMESPACE as WEBHOOK_NAMESPACE
+
+    rt = runtime(ctx)
+    if not is_postgresql_url(url):
+        raise UsageError("--to must be a postgresql://USER@HOST:PORT/DB URL")
+    if rt.config.store.url:
+        raise UsageError("this config already uses store.url; migrate from a SQLite state dir")
+    if not rt.has_state:
+        raise UsageError(f"no state store in {rt.state_dir} to migrate")
+    name = password_env or rt.config.store.password_env
+    password = os.environ.get(name) if name else None
+    if name and not password:
+        raise UsageError(f"{name} (the password variable) is not set")
+    target = Store.open(url=url, password=password)
+    try:
+        copied = copy_store(
+            rt.store,
+            target,
+            {TRACKER_NAMESPACE: TRACKER_MIGRATIONS, WEBHOOK_NAMESPACE: WEBHOOK_MIGRATIONS},
+        )
+    finally:
+        target.close()
+    if fmt == "json":
+        echo_json({"from": str(rt.store.path), "to": str(target.path), "tables": copied})
+        return
+    total = sum(copied.values())
+    click.echo(f"copied {total} rows in {len(copied)} tables from {rt.store.path} to {target.path}")
+    click.echo("next: set store.url (and store.passwordEnv) in every host's config")

@@ -1,0 +1,435 @@
+"""Hosts of one fleet sharing a store: leases, placement by free capacity, per-host claims.
+
+Each host runs one worker that owns the tmux sessions on that host and heartbeats a
+lease row (`hosts`). A work item is placed on one host (`placements`): its events are
+claimed only by that host, one at a time and in arrival order (the inbox's queue head,
+row-locked with `FOR UPDATE SKIP LOCKED` on PostgreSQL, so hosts claim concurrently
+without waiting on each other). An unplaced item goes to the live host with the most
+free capacity (`maxSessions` minus the items placed on it). An item whose host's lease
+ran out is placed again, on its next claim, on a live host; the placement records the
+old host and the reason (`moved_from`, `move_reason`) until the new host has started
+its fresh conversation (`take_move`), so a move is never silent.
+
+The tables live in their own schema namespace, created on first use, so a store that
+never runs hosts (the single-host default) is unchanged.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from .inbox import (
+    _CLAIMABLE,
+    _HEADS,
+    _SELECT,
+    Clock,
+    InboxEntry,
+    _entry,
+    _iso,
+    _proc_start,
+    _utcnow,
+)
+
+if TYPE_CHECKING:
+    from .store import Store
+
+__all__ = [
+    "HOSTS_NAMESPACE",
+    "HostConflict",
+    "HostInfo",
+    "HostLease",
+    "Hosts",
+    "Move",
+    "host_owner",
+]
+
+HOSTS_NAMESPACE = "loop_dispatch_hosts"
+HOSTS_MIGRATIONS = [
+    """
+    CREATE TABLE hosts (
+        name          TEXT PRIMARY KEY,
+        owner         TEXT NOT NULL,
+        max_sessions  INTEGER NOT NULL,
+        lease_seconds REAL NOT NULL,
+        sessions      INTEGER NOT NULL DEFAULT 0,
+        started_at    TEXT NOT NULL,
+        heartbeat_at  TEXT NOT NULL,
+        lease_until   TEXT NOT NULL
+    );
+    CREATE TABLE placements (
+        work_item   TEXT PRIMARY KEY,
+        host        TEXT NOT NULL,
+        moved_from  TEXT,
+        move_reason TEXT,
+        placed_at   TEXT NOT NULL
+    );
+    CREATE INDEX placements_by_host ON placements (host);
+    """,
+]
+
+# Candidates: claimable queue heads this host may take (placed here, unplaced, or
+# placed on a host whose lease ran out), with their current placement.
+_CANDIDATES = (
+    _HEADS  # noqa: S608 (constant text; every value is a parameter)
+    + "SELECT c.seq, c.work_item, p.host FROM ("
+    + _CLAIMABLE.replace("SELECT i.seq FROM", "SELECT i.seq, i.work_item FROM").replace(
+        " LIMIT ?", ""
+    )
+    + ") c LEFT JOIN placements p ON p.work_item = c.work_item "
+    "WHERE p.host IS NULL OR p.host = ? OR p.host NOT IN "
+    "(SELECT name FROM hosts WHERE lease_until > ?) ORDER BY c.seq LIMIT ?"
+)
+
+
+def host_owner(host: str, pid: int | None = None) -> str:
+    """A worker's claim identity: its host NAME (not the machine's), pid, start time."""
+    pid = os.getpid() if pid is None else pid
+    return f"{host}/{pid}/{_proc_start(pid)}"
+
+
+class HostConflict(Exception):
+    """Another live worker holds this host name (two workers, one name)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class HostInfo:
+    name: str
+    owner: str
+    max_sessions: int
+    placed: int
+    sessions: int
+    heartbeat_at: datetime
+    lease_until: datetime
+    live: bool
+
+    def as_dict(self, now: datetime) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "live": self.live,
+            "placed": self.placed,
+            "sessions": self.sessions,
+            "maxSessions": self.max_sessions,
+            "leaseAgeSeconds": round(max(0.0, (now - self.heartbeat_at).total_seconds()), 1),
+            "owner": self.owner,
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class Move:
+    """An item this host now holds whose conversation lived on `from_host`."""
+
+    work_item: str
+    from_host: str
+    reason: str
+
+
+def _locking(store: Store) -> str:
+    return " FOR UPDATE SKIP LOCKED" if store.backend == "postgresql" else ""
+
+
+class Hosts:
+    """The hosts and placements tables of a Store."""
+
+    def __init__(self, store: Store, *, clock: Clock = _utcnow) -> None:
+        self._store = store
+        self._clock = clock
+        store.ensure_schema(HOSTS_NAMESPACE, HOSTS_MIGRATIONS)
+
+    # -- leases -----------------------------------------------------------------------
+
+    def beat(
+        self,
+        name: str,
+        owner: str,
+        *,
+        max_sessions: int,
+        lease_seconds: float,
+        sessions: int = 0,
+    ) -> bool:
+        """Take or renew `name`'s lease. Returns True when the lease had lapsed (or was
+        taken by a previous worker) since this owner last held it: the caller must
+        then end its own agents for items no longer placed on it.
+
+        Raises HostConflict while another live worker holds the name.
+        """
+        now = self._clock()
+        until = _iso(now + timedelta(seconds=lease_seconds))
+        with self._store.transaction() as conn:
+            row = conn.execute(
+                "SELECT owner, lease_until FROM hosts WHERE name = ?", (name,)
+            ).fetchone()
+            if row is not None and row[0] != owner and row[1] > _iso(now):
+                raise HostConflict(
+                    f"host name {name!r} is held by a live worker ({row[0]}); "
+                    "give each host its own host.name"
+                )
+            lapsed = row is None or row[0] != owner or row[1] <= _iso(now)
+            conn.execute(
+                "INSERT INTO hosts(name, owner, max_sessions, lease_seconds, sessions, "
+                "started_at, heartbeat_at, lease_until) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT(name) DO UPDATE SET owner = excluded.owner, "
+                "max_sessions = excluded.max_sessions, lease_seconds = excluded.lease_seconds, "
+                "sessions = excluded.sessions, heartbeat_at = excluded.heartbeat_at, "
+                "lease_until = excluded.lease_until, started_at = CASE WHEN hosts.owner = "
+                "excluded.owner THEN hosts.started_at ELSE excluded.started_at END",
+                (name, owner, max_sessions, lease_seconds, sessions, _iso(now), _iso(now), until),
+            )
+        return lapsed
+
+    def leave(self, name: str, owner: str) -> None:
+        """A clean stop: the lease ends now, so this host's items move on their next event."""
+        now = _iso(self._clock())
+        with self._store.transaction() as conn:
+            conn.execute(
+                "UPDATE hosts SET lease_until = ? WHERE name = ? AND owner = ?", (now, name, owner)
+            )
+
+    def list(self) -> list[HostInfo]:
+        now = _iso(self._clock())
+        rows = self._store.query(
+            "SELECT h.name, h.owner, h.max_sessions, h.sessions, h.heartbeat_at, h.lease_until, "
+            "(SELECT count(*) FROM placements p WHERE p.host = h.name) "
+            "FROM hosts h ORDER BY h.name"
+        )
+        return [
+            HostInfo(
+                name=r[0],
+                owner=r[1],
+                max_sessions=int(r[2]),
+                sessions=int(r[3]),
+                heartbeat_at=datetime.fromisoformat(r[4]),
+                lease_until=datetime.fromisoformat(r[5]),
+                placed=int(r[6]),
+                live=r[5] > now,
+            )
+            for r in rows
+        ]
+
+    # -- placements -------------------------------------------------------------------
+
+    def placement(self, work_item: str) -> str | None:
+        rows = self._store.query("SELECT host FROM placements WHERE work_item = ?", (work_item,))
+        return rows[0][0] if rows else None
+
+    def placed_on(self, host: str) -> list[str]:
+        rows = self._store.query(
+            "SELECT work_item FROM placements WHERE host = ? ORDER BY work_item", (host,)
+        )
+        return [r[0] for r in rows]
+
+    def take_move(self, work_item: str, host: str) -> Move | None:
+        """The move this host has to act on for `work_item` (once): clears the mark."""
+        if not self._store.query(  # the common case, read-only: no commit per event
+            "SELECT 1 FROM placements WHERE work_item = ? AND moved_from IS NOT NULL",
+            (work_item,),
+        ):
+            return None
+        with self._store.transaction() as conn:
+            row = conn.execute(
+                "SELECT moved_from, move_reason FROM placements WHERE work_item = ? AND host = ? "
+                "AND moved_from IS NOT NULL",
+                (work_item, host),
+            ).fetchone()
+            if row is None:
+                return None
+            conn.execute(
+                "UPDATE placements SET moved_from = NULL, move_reason = NULL WHERE work_item = ?",
+                (work_item,),
+            )
+        return Move(work_item=work_item, from_host=row[0], reason=row[1])
+
+    def unplace(self, work_item: str, host: str) -> bool:
+        """The item closed on `host`: its capacity is free again."""
+        with self._store.transaction() as conn:
+            cur = conn.execute(
+                "DELETE FROM placements WHERE work_item = ? AND host = ?", (work_item, host)
+            )
+            return cur.rowcount > 0
+
+    # -- claims -----------------------------------------------------------------------
+
+    def claim(
+        self,
+        host: str,
+        owner: str,
+        *,
+        limit: int,
+        lease_seconds: float,
+        alive: Callable[[str], bool],
+    ) -> list[InboxEntry]:
+        """Lease up to `limit` due queue heads of items placed on `host` (placing
+        unplaced and orphaned items by free capacity first), oldest first.
+
+        Nothing is claimed while `host`'s own lease has lapsed: a worker that was cut off
+        must first renew (and end its stale agents) before it dispatches again.
+        """
+        if limit < 1:
+            return []
+        now = self._clock()
+        nows = _iso(now)
+        store = self._store
+        # PostgreSQL: no writer lock; the row locks below keep hosts apart.
+        kwargs = {"exclusive": False} if store.backend == "postgresql" else {}
+        with store.database.transaction(**kwargs) as conn:
+            live = {
+                r[0]: int(r[1]) - int(r[2])
+                for r in conn.execute(
+                    "SELECT h.name, h.max_sessions, (SELECT count(*) FROM placements p "
+                    "WHERE p.host = h.name) FROM hosts h WHERE h.lease_until > ?",
+                    (nows,),
+                )
+            }
+            if host not in live:
+                return []
+            dead = self._dead_owners(conn, owner, set(live), alive)
+            marks = ", ".join("?" * len(dead)) or "NULL"
+            sql = _CANDIDATES.replace("{owners}", marks)
+            window = max(limit * 4, 32)
+            rows = conn.execute(sql, (nows, nows, *dead, host, nows, window)).fetchall()
+            chosen, moves = self._choose(rows, host, live, limit)
+            if not chosen:
+                return []
+            # Lock the chosen heads; one another host holds is skipped (SKIP LOCKED), one
+            # settled meanwhile fails the re-check and is left alone.
+            placeholders = ", ".join("?" * len(chosen))
+            locked = [
+                int(r[0])
+                for r in conn.execute(
+                    f"SELECT seq FROM inbox WHERE seq IN ({placeholders}) AND ("  # noqa: S608
+                    "(state = 'pending' AND due_at <= ?) OR (state = 'claimed' AND "
+                    f"(lease_until <= ? OR lease_owner IN ({marks}))))" + _locking(store),
+                    (*chosen, nows, nows, *dead),
+                )
+            ]
+            if not locked:
+                return []
+            until = _iso(now + timedelta(seconds=lease_seconds))
+            conn.executemany(
+                "UPDATE inbox SET state = 'claimed', lease_owner = ?, lease_until = ?, "
+                "tries = tries + 1, updated_at = ? WHERE seq = ?",
+                [(owner, until, nows, seq) for seq in locked],
+            )
+            placed = {int(r[0]): (r[1], r[2]) for r in rows}
+            for seq in locked:
+                work_item, old = placed[seq]
+                if old == host:
+                    continue
+                reason = moves.get(work_item)
+                conn.execute(
+                    "INSERT INTO placements(work_item, host, moved_from, move_reason, placed_at) "
+                    "VALUES (?, ?, ?, ?, ?) ON CONFLICT(work_item) DO UPDATE SET "
+                    "host = excluded.host, moved_from = excluded.moved_from, "
+                    "move_reason = excluded.move_reason, placed_at = excluded.placed_at",
+                    (work_item, host, old, reason, nows),
+                )
+            claimed = conn.execute(
+                f"{_SELECT} WHERE seq IN ({', '.join('?' * len(locked))}) ORDER BY seq", locked
+            ).fetchall()
+        return [_entry(r) for r in claimed]
+
+    @staticmethod
+    def _dead_owners(
+        conn: Any, owner: str, live: set[str], alive: Callable[[str], bool]
+    ) -> list[str]:
+        """Claim owners that are gone: a process of this machine that exited, or a
+        worker of a host whose lease ran out."""
+        owners = [
+            r[0]
+            for r in conn.execute(
+                "SELECT DISTINCT lease_owner FROM inbox "
+                "WHERE state = 'claimed' AND lease_owner IS NOT NULL"
+            )
+        ]
+        return [
+            o for o in owners if o != owner and (o.partition("/")[0] not in live or not alive(o))
+        ]
+
+    @staticmethod
+    def _choose(
+        rows: Sequence[Any], host: str, live: dict[str, int], limit: int
+    ) -> tuple[list[int], dict[str, str]]:
+        """The heads this host takes: its own items, and new or orphaned items that
+        placement by free capacity gives it (every host computes the same assignment
+        from the same view, so each takes only its share). Ties go to this host."""
+        free = dict(live)
+        chosen: list[int] = []
+        moves: dict[str, str] = {}
+        for seq, work_item, placed in rows:
+            if len(chosen) >= limit:
+                break
+            if placed == host:
+                chosen.append(int(seq))
+                continue
+            target = max(free, key=lambda h: (free[h], h == host, h))
+            free[target] -= 1
+            if target == host:
+                chosen.append(int(seq))
+                if placed is not None:
+                    moves[work_item] = "host_lease_expired"
+        return chosen, moves
+
+
+class HostLease:
+    """One worker's hold on its host name: beats every `lease_seconds / 3`."""
+
+    def __init__(
+        self,
+        store: Store,
+        name: str,
+        *,
+        max_sessions: int,
+        lease_seconds: float,
+        owner: str | None = None,
+        clock: Clock = _utcnow,
+        sessions: Callable[[], int] | None = None,
+    ) -> None:
+        self.hosts = Hosts(store, clock=clock)
+        self.name = name
+        self.owner = owner or host_owner(name)
+        self.max_sessions = max_sessions
+        self.lease_seconds = lease_seconds
+        self._sessions = sessions
+        self._next = 0.0
+
+    def beat(self, *, force: bool = False) -> bool | None:
+        """Renew when due (or `force`); True when the lease had lapsed, None if not due."""
+        import time
+
+        now = time.monotonic()
+        if not force and now < self._next:
+            return None
+        count = self._sessions() if self._sessions is not None else 0
+        lapsed = self.hosts.beat(
+            self.name,
+            self.owner,
+            max_sessions=self.max_sessions,
+            lease_seconds=self.lease_seconds,
+            sessions=count,
+        )
+        self._next = now + self.lease_seconds / 3
+        return lapsed
+
+
+def end_stale_agents(store: Store, tmux: Any, host: str) -> list[str]:
+    """After a lapsed lease: end this host's agents for items placed elsewhere now.
+
+    Their items moved to live hosts (fresh conversations there); the stale agents here
+    must neither receive events nor keep working. Returns the tmux names ended.
+    """
+    from loop_tmux import Presence
+
+    hosts = Hosts(store)
+    ended = []
+    for record in store.registry.list():
+        placed = hosts.placement(str(record.work_item))
+        if placed is None or placed == host:
+            continue
+        if tmux.probe(record.tmux_name) in (Presence.LIVE, Presence.DEAD):
+            tmux.terminate(record.tmux_name)
+            tmux.kill(record.tmux_name)
+            ended.append(record.tmux_name)
+    return ended
