@@ -179,6 +179,7 @@ class Rig:
                     "FAKE_HARNESS_EXIT_AFTER",
                     "FAKE_HARNESS_FAIL_RESUME",
                 ],
+                "stateDir": str(tmp / "claude"),
             },
             "routing": {"tmuxSocket": socket_name},
             "polling": {"intervalSeconds": interval, "maxRetries": max_retries},

@@ -53,6 +53,7 @@ class Cron:
                     "FAKE_HARNESS_EXIT_AFTER",
                     "FAKE_HARNESS_FAIL_RESUME",
                 ],
+                "stateDir": str(tmp / "claude"),
             },
             "routing": {"tmuxSocket": socket_name},
         }

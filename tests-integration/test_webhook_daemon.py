@@ -59,6 +59,7 @@ class Daemon:
                     "FAKE_HARNESS_EXIT_AFTER",
                     "FAKE_HARNESS_FAIL_RESUME",
                 ],
+                "stateDir": str(tmp / "claude"),
             },
             "routing": {"tmuxSocket": socket_name},
             "webhook": {"secretEnv": "HOOK_SECRET", "maxBodyBytes": 65536},

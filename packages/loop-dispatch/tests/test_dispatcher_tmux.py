@@ -44,7 +44,7 @@ def setup(real_tmux, fake_harness, make_dispatcher, store, events):
     program, convo = fake_harness
     disp = make_dispatcher(
         real_tmux,
-        ClaudeCodeAdapter(binary=str(program)),
+        ClaudeCodeAdapter(binary=str(program), checks=False),
         launcher=_launcher(convo),
         survival_delay=1.5,
     )
@@ -242,7 +242,8 @@ RACER = textwrap.dedent(
     def launch(record, argv):
         return LaunchSpec(list(argv), {"FAKE_HARNESS_DIR": convo})
     d = Dispatcher(store, Tmux(socket_name=socket, config_file="/dev/null"),
-                   ClaudeCodeAdapter(binary=program), EventLog(Path(state) / "events.jsonl"),
+                   ClaudeCodeAdapter(binary=program, checks=False),
+                   EventLog(Path(state) / "events.jsonl"),
                    "t", cwd_for=lambda r: Path(work), lock_dir=Path(state) / "locks",
                    launcher=launch, survival_delay=0)
     event = Event("comment:race:" + tag, ref, EventKind.COMMENT, "alice", "race " + tag, "",

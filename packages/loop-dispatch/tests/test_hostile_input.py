@@ -51,7 +51,9 @@ def test_a_body_with_nul_escape_and_surrogates_spawns_on_real_tmux(
     def launch(record, argv):
         return LaunchSpec(list(argv), {"FAKE_HARNESS_DIR": str(convo)})
 
-    disp = make_dispatcher(real_tmux, ClaudeCodeAdapter(binary=str(program)), launcher=launch)
+    disp = make_dispatcher(
+        real_tmux, ClaudeCodeAdapter(binary=str(program), checks=False), launcher=launch
+    )
     event = make_event(REF, body=HOSTILE)
     outcome = disp.dispatch(event)
     assert (outcome.kind, outcome.reason) == (OutcomeKind.PROCESSED, "spawned"), outcome

@@ -114,12 +114,19 @@ class HarnessConfig(_Section):
     survival_seconds: float = Field(default=1.0, ge=0, le=60, allow_inf_nan=False)
     # issue 10: names an agent may see beyond the allowlist (see docs/security.md).
     pass_env: list[EnvName] = Field(default_factory=list)
+    # Issue 11: where claude-code / codex keep their own files (CLAUDE_CONFIG_DIR /
+    # CODEX_HOME, handed to the harness when set), and how long a paste may take to show
+    # up there before it is reported `dispatch.unconfirmed`.
+    state_dir: ConfigPath | None = None
+    receipt_seconds: float = Field(default=10.0, gt=0, le=300, allow_inf_nan=False)
 
     @model_validator(mode="after")
     def _fits_adapter(self) -> HarnessConfig:
         if self.adapter == "generic":
             if self.binary is not None:
                 raise ValueError("binary is for claude-code and codex; generic uses argv")
+            if self.state_dir is not None:
+                raise ValueError("stateDir is for claude-code and codex")
             if self.argv is None and self.resume_argv is not None:
                 raise ValueError("resumeArgv needs argv")
         elif self.argv is not None or self.resume_argv is not None:
@@ -513,6 +520,7 @@ def _anchor(config: Config, base: Path) -> Config:
     harness = config.harness.model_copy(
         update={
             "cwd": fix(config.harness.cwd),
+            "state_dir": fix(config.harness.state_dir),
             "cwd_by_project": {k: fix(v) for k, v in config.harness.cwd_by_project.items()},
         }
     )

@@ -20,6 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "events": ("loop_cli.commands.events:events", "Read and follow the event log."),
     "inbox": ("loop_cli.commands.inbox:inbox", "Accepted events not yet delivered: list, retry."),
     "demo": ("loop_cli.commands.demo:demo", "Watch the whole loop run once, on a private tmux."),
+    "harness": ("loop_cli.commands.harness:harness", "Check the configured harness's setup."),
     "gh-webhook": ("loop_cli.commands.webhook:gh_webhook", "The GitHub webhook receiver."),
     "store": ("loop_cli.commands.store:store", "The state store: migrate to PostgreSQL."),
     "env": ("loop_cli.commands.env:env", "Where environment values live (env doctor)."),

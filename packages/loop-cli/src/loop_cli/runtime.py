@@ -34,9 +34,13 @@ def build_adapter(harness: HarnessConfig) -> Any:
     from loop_dispatch.adapters import ClaudeCodeAdapter, CodexAdapter, GenericAdapter
 
     if harness.adapter == "claude-code":
-        return ClaudeCodeAdapter(harness.resolved_binary(), harness.extra_args)
+        return ClaudeCodeAdapter(
+            harness.resolved_binary(), harness.extra_args, state_dir=harness.state_dir
+        )
     if harness.adapter == "codex":
-        return CodexAdapter(harness.resolved_binary(), harness.extra_args)
+        return CodexAdapter(
+            harness.resolved_binary(), harness.extra_args, state_dir=harness.state_dir
+        )
     fresh, resume = harness.generic_argv()
     return GenericAdapter(fresh, resume)
 
@@ -312,6 +316,7 @@ class Runtime:
             launcher=self.launcher,
             lock_timeout=self.config.routing.dispatch_timeout_seconds,
             survival_delay=self.config.harness.survival_seconds,
+            receipt_seconds=self.config.harness.receipt_seconds,
             kill_harness_on_close=self.config.sessions.kill_harness_on_close,
             workspaces=self.workspaces,
             paste_gate=self.paste_gate,

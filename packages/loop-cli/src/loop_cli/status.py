@@ -59,6 +59,9 @@ def collect_status(rt: Runtime, now: datetime | None = None) -> dict[str, Any]:
     if block is not None:
         status[ENV_BLOCK] = block
     status["credentialExposure"] = credential_exposure(rt, fleet)
+    blocked = blocked_sessions(rt, [r for r in records if r.active], fleet)
+    if blocked:
+        status["blocked"] = blocked
     return status
 
 
@@ -77,6 +80,36 @@ def credential_exposure(rt: Runtime, fleet: Fleet) -> dict[str, Any]:
         return {"count": 0, "items": [], "error": str(exc) or "tmux did not answer"}
     panes = [p for group in fleet.panes.values() for p in group]
     return exposure_summary(exposures(rt.config, glob, panes))
+
+
+def blocked_sessions(rt: Runtime, records: list[SessionRecord], fleet: Fleet) -> list[dict]:
+    """Live sessions whose harness sits on a dialog (read from the pane now), for
+    adapters that can tell (claude-code, codex); nothing is typed into them."""
+    from loop_tmux import TmuxUnavailable
+
+    adapter = rt.adapter
+    if not getattr(adapter, "reads_screen", False):
+        return []
+    out = []
+    for record in records:
+        if fleet.presence(record.tmux_name) != LIVE:
+            continue
+        try:
+            view = rt.tmux.pane_view(record.tmux_name, capture=True)
+        except TmuxUnavailable:
+            continue
+        if view is None or view.dead:
+            continue
+        readiness = adapter.readiness(view)
+        if readiness.dialog is not None:
+            out.append(
+                {
+                    "workItem": str(record.work_item),
+                    "tmuxName": record.tmux_name,
+                    "dialog": readiness.dialog,
+                }
+            )
+    return out
 
 
 def hosts_block(rt: Runtime, now: datetime) -> dict[str, Any]:
@@ -203,6 +236,12 @@ def render_text(status: dict[str, Any]) -> str:
             f"WARNING:   {exposed['count']} daemon credential exposure(s) to agents: "
             "`the-loop env doctor` (restart the tmux server to clear; see docs/security.md)"
         )
+    for row in status.get("blocked", []):
+        lines.append(
+            f"blocked:   {row['workItem']} ({row['tmuxName']}) waits on its {row['dialog']} "
+            "dialog; deliveries wait (docs/harnesses.md)"
+        )
+
     if status.get("hosts"):
         lines.extend(host_lines(status["hosts"]))
     block = status.get(ENV_BLOCK)

@@ -12,7 +12,7 @@ from .errors import TmuxCapabilityWarning, TmuxUnavailable
 from .names import SESSION_NAME_RE, TERMINATE_NAME_RE, check_name
 from .paste import neutralise
 from .presence import Presence
-from .results import DeliverResult, Pane, RespawnResult, SpawnOutcome, SpawnResult
+from .results import DeliverResult, Pane, PaneView, RespawnResult, SpawnOutcome, SpawnResult
 from .runner import kill_clients
 from .versions import NEW_SESSION_ENV, RESPAWN_PANE_ENV, parse_version
 
@@ -26,6 +26,7 @@ __all__ = [
     "TERMINATE_NAME_RE",
     "DeliverResult",
     "Pane",
+    "PaneView",
     "Presence",
     "RespawnResult",
     "SpawnOutcome",

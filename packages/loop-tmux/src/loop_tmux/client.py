@@ -17,7 +17,7 @@ from . import commands, paste, runner, versions
 from . import names as naming
 from .errors import TmuxCapabilityWarning, TmuxUnavailable
 from .presence import Presence
-from .results import DeliverResult, Pane, RespawnResult, SpawnOutcome, SpawnResult
+from .results import DeliverResult, Pane, PaneView, RespawnResult, SpawnOutcome, SpawnResult
 
 # The session's spawn token (a user option set by spawn) is read in the same call.
 TOKEN_OPTION = "@loop_spawn_token"  # noqa: S105 (an option NAME)
@@ -25,6 +25,7 @@ _PANE_FORMAT = (
     "#{pane_id}\t#{pane_pid}\t#{pane_dead}\t#{pane_current_command}\t"
     "#{" + TOKEN_OPTION + "}\t#{session_name}"
 )
+_VIEW_FORMAT = "loop-tmux-view\t#{alternate_on}\t#{pane_dead}\t#{pane_pid}\t#{pane_current_command}"
 _TOKEN_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _DEAD_MARK = "loop-tmux:pane-dead"
 _POLL = 0.05
@@ -198,6 +199,43 @@ class Tmux:
                 )
             )
         return result
+
+    def pane_view(
+        self, name: str, *, capture: bool = False, timeout: float | None = None
+    ) -> PaneView | None:
+        """The session's pane as its program left it, in ONE tmux call; None when absent.
+
+        With ``capture`` the visible screen's text comes along (``capture-pane -p``), so
+        a caller can tell a start-up or dialog screen from a ready one. Raises
+        TmuxUnavailable when tmux does not answer.
+        """
+        target = naming.pane_target(name)
+        # display-message answers for a missing target too: has-session makes it definite.
+        parts: list[list[str]] = [
+            ["has-session", "-t", naming.session_target(name)],
+            ["display-message", "-p", "-t", target, _VIEW_FORMAT],
+        ]
+        if capture:
+            parts.append(["capture-pane", "-p", "-t", target])
+        answer = self._read(
+            commands.chain(*parts), self.probe_timeout if timeout is None else timeout
+        )
+        if not answer.ok:
+            if runner.says_absent(answer):
+                return None
+            raise TmuxUnavailable(answer.error)
+        head, _, screen = answer.stdout.partition("\n")
+        fields = head.split("\t", 4)
+        if len(fields) != 5 or fields[0] != "loop-tmux-view":
+            raise TmuxUnavailable(f"unexpected display-message output {head[:80]!r}")
+        _, alternate, dead, pid, command = fields
+        return PaneView(
+            alternate_on=alternate == "1",
+            command=command,
+            dead=dead == "1",
+            pid=int(pid) if pid.isdigit() else 0,
+            screen=screen if capture else None,
+        )
 
     def session_token(self, name: str, *, timeout: float | None = None) -> str | None:
         """The spawn token the session was created with; None when absent or unset.
