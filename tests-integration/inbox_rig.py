@@ -173,6 +173,13 @@ class Rig:
                 "adapter": "claude-code",
                 "binary": str(FAKE_HARNESS),
                 "cwd": str(self.work),
+                # the agents' server holds an allowlist only (docs/security.md)
+                "passEnv": [
+                    "FAKE_HARNESS_DIR",
+                    "FAKE_HARNESS_EXIT_AFTER",
+                    "FAKE_HARNESS_FAIL_RESUME",
+                ],
+                "stateDir": str(tmp / "claude"),
             },
             "routing": {"tmuxSocket": socket_name},
             "polling": {"intervalSeconds": interval, "maxRetries": max_retries},

@@ -79,7 +79,7 @@ class World:
         self.dispatcher = Dispatcher(
             self.store,
             self.tmux,
-            ClaudeCodeAdapter(binary=str(harness)),
+            ClaudeCodeAdapter(binary=str(harness), checks=False),
             self.events,
             "1.0.0",
             cwd_for=lambda ref: self.work,

@@ -39,7 +39,8 @@ STORMER = textwrap.dedent(
     def launch(record, argv):
         return LaunchSpec(list(argv), {"FAKE_HARNESS_DIR": convo})
     d = Dispatcher(store, Tmux(socket_name=socket, config_file="/dev/null"),
-                   ClaudeCodeAdapter(binary=program), EventLog(Path(state) / "events.jsonl"),
+                   ClaudeCodeAdapter(binary=program, checks=False),
+                   EventLog(Path(state) / "events.jsonl"),
                    "t", cwd_for=lambda r: Path(work), lock_dir=Path(state) / "locks",
                    launcher=launch, survival_delay=0)
     order = list(range(int(n)))

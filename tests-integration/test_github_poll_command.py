@@ -47,6 +47,13 @@ class Cron:
                 "adapter": "claude-code",
                 "binary": str(FAKE_HARNESS),
                 "cwd": str(tmp / "work"),
+                # the agents' server holds an allowlist only (docs/security.md)
+                "passEnv": [
+                    "FAKE_HARNESS_DIR",
+                    "FAKE_HARNESS_EXIT_AFTER",
+                    "FAKE_HARNESS_FAIL_RESUME",
+                ],
+                "stateDir": str(tmp / "claude"),
             },
             "routing": {"tmuxSocket": socket_name},
         }

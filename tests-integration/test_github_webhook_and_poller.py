@@ -58,7 +58,7 @@ def world(
     dispatcher = Dispatcher(
         store,
         tmux,
-        ClaudeCodeAdapter(str(FAKE_HARNESS)),
+        ClaudeCodeAdapter(str(FAKE_HARNESS), checks=False),
         events,
         "0.1.0-test",
         cwd_for=lambda ref: work,

@@ -160,6 +160,12 @@ def deployment(tmp_path: Path, tmux_socket: str) -> Deployment:
                     "argv": [py, harness, "--session-id", "{session_id}", "{prompt}"],
                     "resumeArgv": [py, harness, "--resume", "{session_id}", "{prompt}"],
                     "cwd": str(tmp_path / "work"),
+                    # the agents' server holds an allowlist only (docs/security.md)
+                    "passEnv": [
+                        "FAKE_HARNESS_DIR",
+                        "FAKE_HARNESS_EXIT_AFTER",
+                        "FAKE_HARNESS_FAIL_RESUME",
+                    ],
                 },
                 "env": {"file": str(dep.env_file)},
             }

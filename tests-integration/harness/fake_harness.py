@@ -28,6 +28,11 @@ Contract (other packages' tests rely on it; change it only compatibly):
   every ``--resume`` fail like an unknown id; ``FAKE_HARNESS_EDIT=FILE`` makes it edit
   FILE (relative to its cwd, as an agent edits its checkout): one line
   ``<session_id> start|message N`` appended on start and per message.
+* Like Claude Code it switches to the alternate screen (``ESC[?1049h``) once its
+  terminal is ready, and with ``CLAUDE_CONFIG_DIR`` set it also appends each user turn
+  (the prompt, each message) as Claude Code does, ``{"type": "user", "message":
+  {"role": "user", "content": TEXT}}``, to ``$CLAUDE_CONFIG_DIR/projects/fake/<ID>.jsonl``
+  (the receipts the claude-code adapter reads).
 * It shows a one-line status on its screen per message (``[fake-harness] message N``)
   so ``capture-pane`` has something to read.
 """
@@ -56,6 +61,19 @@ class Conversation:
     def __init__(self, directory: Path, session_id: str) -> None:
         self.path = directory / f"{session_id}.jsonl"
         self.session_id = session_id
+        claude = os.environ.get("CLAUDE_CONFIG_DIR")
+        self.claude_path = (
+            Path(claude) / "projects" / "fake" / f"{session_id}.jsonl" if claude else None
+        )
+
+    def user_turn(self, text: str) -> None:
+        """Claude Code's own record of a submitted turn (only with CLAUDE_CONFIG_DIR)."""
+        if self.claude_path is None:
+            return
+        self.claude_path.parent.mkdir(parents=True, exist_ok=True)
+        record = {"type": "user", "message": {"role": "user", "content": text}}
+        with self.claude_path.open("a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record) + "\n")
 
     def append(self, record: dict) -> None:
         record.setdefault("pid", os.getpid())
@@ -185,6 +203,7 @@ def main(argv: list[str]) -> int:
         text = data.decode("utf-8", "replace")
         edit_file(f"message {count}")
         convo.append({"event": "message", "text": text, "bracketed": bracketed})
+        convo.user_turn(text)
         if tty:
             os.write(sys.stdout.fileno(), f"[fake-harness] message {count}\r\n".encode())
 
@@ -199,7 +218,7 @@ def main(argv: list[str]) -> int:
 
         saved = termios.tcgetattr(fd)
         ttymod.setraw(fd, termios.TCSANOW)
-        os.write(sys.stdout.fileno(), b"\x1b[?2004h")
+        os.write(sys.stdout.fileno(), b"\x1b[?1049h\x1b[?2004h")
         os.write(sys.stdout.fileno(), f"[fake-harness] {mode} {session_id}\r\n".encode())
     edit_file("start")
     # "start" is written once the terminal is raw and bracketed paste is on: a test that
@@ -214,6 +233,8 @@ def main(argv: list[str]) -> int:
             "env_fp": {k: _fingerprint(v) for k, v in sorted(os.environ.items())},
         }
     )
+    if prompt:
+        convo.user_turn(prompt)
     reader = PasteReader(on_message)
     try:
         while True:
@@ -234,7 +255,7 @@ def main(argv: list[str]) -> int:
         if saved is not None:
             import termios
 
-            os.write(sys.stdout.fileno(), b"\x1b[?2004l")
+            os.write(sys.stdout.fileno(), b"\x1b[?2004l\x1b[?1049l")
             termios.tcsetattr(fd, termios.TCSANOW, saved)
 
 

@@ -473,7 +473,9 @@ def test_reset_ref_clears_a_registry_row_the_store_refuses(run_cli, loop_config,
     with conn:
         conn.execute("UPDATE sessions SET tmux_name = 'bystander' WHERE work_item = ?", (ref,))
     conn.close()
-    assert run_cli("sessions", "list").exit_code == 1  # refused: the row is unusable
+    listed = run_cli("sessions", "list")  # the row is quarantined, never used
+    assert listed.exit_code == 0, listed.output
+    assert f"quarantined sessions row '{ref}'" in listed.output
     reset = run_cli("sessions", "reset", ref)
     assert reset.exit_code == 0, reset.output
     assert "forgotten" in reset.output

@@ -164,7 +164,7 @@ def make_dispatcher(store: Store, events: EventLog, tmp_path: Path):
         return Dispatcher(
             store,
             tmux,
-            adapter or ClaudeCodeAdapter(),
+            adapter or ClaudeCodeAdapter(checks=False),
             events,
             "0.1.0-test",
             cwd_for=lambda ref: work,

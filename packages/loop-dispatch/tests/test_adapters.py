@@ -40,11 +40,14 @@ def test_claude_code_flags_before_prompt() -> None:
     ]
 
 
-def test_codex_fresh_and_resume_last() -> None:
+def test_codex_fresh_and_resume_by_id_never_last() -> None:
     a = CodexAdapter(extra_args=["--full-auto"])
     assert a.fresh_argv(PROMPT, "ignored") == ["codex", "--full-auto", PROMPT]
-    assert a.resume_argv(PROMPT, "ignored") == ["codex", "resume", "--last", "--full-auto", PROMPT]
+    resumed = a.resume_argv(PROMPT, "0199-abc")
+    assert resumed == ["codex", "resume", "--full-auto", "0199-abc", PROMPT]
+    assert "--last" not in resumed
     assert a.can_resume
+    assert not a.assigns_conversation_id  # Codex picks its id; we read it back
 
 
 def test_generic_substitutes_whole_and_inner_placeholders_only_once() -> None:

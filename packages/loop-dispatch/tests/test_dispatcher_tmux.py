@@ -44,7 +44,7 @@ def setup(real_tmux, fake_harness, make_dispatcher, store, events):
     program, convo = fake_harness
     disp = make_dispatcher(
         real_tmux,
-        ClaudeCodeAdapter(binary=str(program)),
+        ClaudeCodeAdapter(binary=str(program), checks=False),
         launcher=_launcher(convo),
         survival_delay=1.5,
     )
@@ -183,7 +183,8 @@ def test_a_body_too_long_for_a_tmux_command_still_spawns_and_respawns(
     record = store.registry.get(REF)
     start = wait_for(_started(read_conversation, convo, record.conversation_id))[0]
     assert start["prompt"] == spawn_prompt(first)[0]
-    assert first.url in start["prompt"].split("\n")[-1]
+    # a local item has no page: the note names the command that shows it whole
+    assert f"the-loop item show {REF}" in start["prompt"].split("\n")[-1]
     assert events.read("session.spawned")[0]["detail"]["cut_chars"] > 0
 
     pasted = make_event(REF, body=long_body)
@@ -241,7 +242,8 @@ RACER = textwrap.dedent(
     def launch(record, argv):
         return LaunchSpec(list(argv), {"FAKE_HARNESS_DIR": convo})
     d = Dispatcher(store, Tmux(socket_name=socket, config_file="/dev/null"),
-                   ClaudeCodeAdapter(binary=program), EventLog(Path(state) / "events.jsonl"),
+                   ClaudeCodeAdapter(binary=program, checks=False),
+                   EventLog(Path(state) / "events.jsonl"),
                    "t", cwd_for=lambda r: Path(work), lock_dir=Path(state) / "locks",
                    launcher=launch, survival_delay=0)
     event = Event("comment:race:" + tag, ref, EventKind.COMMENT, "alice", "race " + tag, "",

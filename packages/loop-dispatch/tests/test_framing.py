@@ -57,3 +57,11 @@ def test_spawn_prompt_cuts_a_long_body_to_fit_and_says_where_the_rest_is(
     inside = prompt.split(fence + "text\n", 1)[1].rsplit("\n" + fence + "\n", 1)[0]
     assert event.body.replace("\r\n", "\n").startswith(inside)
     assert len(inside) == shown
+
+
+def test_a_cut_local_prompt_points_at_item_show(make_event) -> None:
+    """A local item has no page: the note names the command that prints it whole."""
+    event = make_event("local:proj#4", body="x" * 40_000)
+    prompt, cut = spawn_prompt(event)
+    assert cut > 0
+    assert "`the-loop item show local:proj#4`" in prompt.split("\n")[-1]

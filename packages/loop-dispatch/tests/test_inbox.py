@@ -447,3 +447,25 @@ def test_the_poll_ledger_migrates_into_the_inbox(tmp_path) -> None:
         assert [e.delivery_id for e in inbox.rearm(versions_key(V1))] == ["comment:local:3"]
         tables = {r[0] for r in store.query("SELECT name FROM sqlite_master WHERE type='table'")}
         assert "ledger" not in tables
+
+
+def test_a_damaged_inbox_row_is_quarantined_and_never_stops_the_drain(
+    store, events, make_event
+) -> None:
+    """Issue 10: a hand-edited row (a timestamp that does not read) is given up as
+    unreadable; every other item's event is still delivered."""
+    bad, good = make_event("local:a#1"), make_event("local:b#2")
+    store.inbox.accept("test", [bad, good])
+    with store.transaction() as conn:  # a text column takes any text on both backends
+        conn.execute(
+            "UPDATE inbox SET received_at = 'yesterday' WHERE delivery_id = ?",
+            (bad.delivery_id,),
+        )
+    assert len(store.inbox.entries(("pending",))) == 2  # listing reads past it
+    assert store.inbox.summary()["pending"] == 2  # and so does status
+    disp = ScriptedDispatcher()
+    drain(store, disp, events).run(until_idle=True)
+    assert disp.seen == [good.delivery_id]
+    damaged = store.inbox.by_delivery(bad.delivery_id)
+    assert damaged.state == "given_up"
+    assert damaged.last_reason == "unreadable_stored_event"

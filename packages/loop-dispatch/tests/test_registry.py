@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from loop_dispatch.model import WorkItemRef
-from loop_dispatch.store import Store, StoreError
+from loop_dispatch.store import Store
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -63,14 +63,18 @@ def test_stored_name_is_read_back_not_rederived(store: Store) -> None:
     assert store.registry.by_tmux_name("loop-legacy").work_item == A
 
 
-def test_hand_edited_bad_ref_is_a_store_error(store: Store) -> None:
+def test_hand_edited_bad_ref_is_quarantined(store: Store) -> None:
+    store.registry.register(A, harness="h", conversation_id="c", cwd="/a")
     with store.transaction() as conn:
         conn.execute(
             "INSERT INTO sessions VALUES ('nonsense', 's', 'loop-s', 'h', NULL, '/', 'active', "
             "'2026-01-01T00:00:00+00:00', '2026-01-01T00:00:00+00:00')"
         )
-    with pytest.raises(StoreError, match="nonsense"):
-        store.registry.list()
+    # The other rows still load; the bad one is named, with its remedy.
+    assert [r.work_item for r in store.registry.list()] == [A]
+    (bad,) = store.registry.quarantined()
+    assert bad.key == "nonsense"
+    assert "sessions reset 'nonsense'" in bad.line()
 
 
 def test_status_is_constrained(store: Store) -> None:

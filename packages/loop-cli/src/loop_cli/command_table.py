@@ -26,4 +26,5 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "env": ("loop_cli.commands.env:env", "Where environment values live (env doctor)."),
     "workspace": ("loop_cli.commands.workspace:workspace", "Per-item git worktrees: list, gc."),
     "store": ("loop_cli.commands.store:store", "The state store: migrate to PostgreSQL."),
+    "harness": ("loop_cli.commands.harness:harness", "Check the configured harness's setup."),
 }

@@ -95,11 +95,20 @@ class HarnessConfig(_Section, frozen=True, kw_only=True):
     # harness that dies sooner (bad flag, unknown conversation) is caught, and a failed
     # resume falls back to a fresh conversation. Raise it for a harness slow to fail.
     survival_seconds: Annotated[Seconds, Meta(ge=0, le=60)] = 1.0
+    # Issue 11: where claude-code / codex keep their own files (CLAUDE_CONFIG_DIR /
+    # CODEX_HOME, handed to the harness when set), and how long a paste may take to show
+    # up there before it is reported `dispatch.unconfirmed`.
+    state_dir: Path | None = None
+    receipt_seconds: Annotated[Seconds, Meta(gt=0, le=300)] = 10.0
+    # issue 10: names an agent may see beyond the allowlist (see docs/security.md).
+    pass_env: list[EnvName] = []
 
     def _cross_keys(self) -> None:
         if self.adapter == "generic":
             if self.binary is not None:
                 raise ValueError("binary is for claude-code and codex; generic uses argv")
+            if self.state_dir is not None:
+                raise ValueError("stateDir is for claude-code and codex")
             if self.argv is None and self.resume_argv is not None:
                 raise ValueError("resumeArgv needs argv")
         elif self.argv is not None or self.resume_argv is not None:
@@ -161,6 +170,11 @@ class WebhookConfig(_Section, frozen=True, kw_only=True):
     port: Annotated[int, Meta(ge=1, le=65535)] = 8787
     secret_env: EnvName = "THE_LOOP_WEBHOOK_SECRET"  # noqa: S105 (a variable NAME)
     max_body_bytes: Annotated[int, Meta(ge=1024)] = 25 * 1024 * 1024
+    # issue 10: receiver limits against slow and half-open connections (docs/security.md).
+    header_timeout_seconds: Annotated[Seconds, Meta(gt=0, le=300)] = 10.0
+    body_timeout_seconds: Annotated[Seconds, Meta(gt=0, le=600)] = 30.0
+    keep_alive_seconds: Annotated[Seconds, Meta(ge=1, le=300)] = 5.0
+    max_connections: Annotated[int, Meta(ge=1, le=65536)] = 2048
 
 
 class EnvConfig(_Section, frozen=True, kw_only=True):
@@ -265,6 +279,13 @@ class Config(_Section, frozen=True, kw_only=True):
     def _cross_keys(self) -> None:
         if self.tracker == "github" and not self.github.repositories:
             raise ValueError("tracker github needs at least one github.repositories entry")
+        # issue 10: the daemon's credentials never reach an agent, even when asked.
+        for name in self.harness.pass_env:
+            if name in (self.github.token_env, self.webhook.secret_env):
+                raise ValueError(
+                    f"harness.passEnv: {name} is a credential of the daemon "
+                    "(github.tokenEnv / webhook.secretEnv) and never reaches an agent"
+                )
 
     def max_attempts(self) -> int:
         """delivery.maxAttempts, else its alias polling.maxRetries, else 3."""
@@ -363,14 +384,17 @@ def parse_text(text: str, path: Path) -> Config:
     """Validate YAML text; `path` is named in every error line."""
     import yaml  # only when there is a file to read
 
+    from .yamlload import load_yaml
+
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml(text)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
-        raise ConfigError([f"{where}: YAML syntax error: {exc.problem or exc}"]) from None
+        problem = " ".join(str(exc.problem or exc).split())
+        raise ConfigError([f"{where}: YAML syntax error: {problem}"]) from None
     except yaml.YAMLError as exc:
-        raise ConfigError([f"{path}: YAML error: {exc}"]) from None
+        raise ConfigError([f"{path}: YAML error: {' '.join(str(exc).split())}"]) from None
     if data is None:
         data = {}
     if not isinstance(data, dict):

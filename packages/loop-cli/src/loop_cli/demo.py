@@ -80,6 +80,34 @@ def write_demo_config(workdir: Path, socket: str) -> Path:
     return path
 
 
+def write_real_config(workdir: Path, socket: str, kind: str, binary: str, model_url: str) -> Path:
+    """The demo's config for a real harness against the loopback model API: its own
+    home (`harness.stateDir`) prepared as docs/harnesses.md says, its env in an env file."""
+    from .harness_setup import harness_env, prepare_home
+
+    work, home = workdir / "work", workdir / "harness-home"
+    work.mkdir(parents=True, exist_ok=True)
+    key = "sk-loop-demo-" + secrets.token_hex(16)  # for the fake API only
+    prepare_home(kind, home, [work.resolve()], model_url, key)
+    env_file = workdir / "harness.env"
+    env_file.write_text(
+        "".join(f"{k}={v}\n" for k, v in harness_env(kind, model_url, key).items()),
+        encoding="utf-8",
+    )
+    env_file.chmod(0o600)
+    data = {
+        "stateDir": str(workdir / "state"),
+        "tracker": "local",
+        "harness": {"adapter": kind, "binary": binary, "cwd": str(work), "stateDir": str(home)},
+        "env": {"file": str(env_file)},
+        "routing": {"tmuxSocket": socket},
+        "polling": {"intervalSeconds": 1, "maxRetries": 3},
+    }
+    path = workdir / "config.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return path
+
+
 def _wait(predicate: Callable[[], Any], timeout: float, interval: float = 0.1) -> Any:
     deadline = time.monotonic() + timeout
     while True:
@@ -98,13 +126,25 @@ class Demo:
         keep: bool = False,
         on_step: Callable[[Step], None] | None = None,
         timeout: float = 20.0,
+        harness: str | None = None,
+        binary: str | None = None,
     ) -> None:
         self.keep = keep
+        self.harness = harness
         self.on_step = on_step or (lambda step: None)
         self.timeout = timeout
         workdir = Path(tempfile.mkdtemp(prefix="the-loop-demo-"))
         socket = f"loop-demo-{os.getpid()}-{secrets.token_hex(3)}"
-        self.report = DemoReport(workdir, socket, write_demo_config(workdir, socket))
+        self.model: Any = None
+        if harness is None:
+            config = write_demo_config(workdir, socket)
+        else:
+            from .fakemodel import FakeModelServer
+
+            self.model = FakeModelServer().start()
+            program = binary or ("claude" if harness == "claude-code" else "codex")
+            config = write_real_config(workdir, socket, harness, program, self.model.url)
+        self.report = DemoReport(workdir, socket, config)
         self.rt: Runtime | None = None
 
     # -- steps -------------------------------------------------------------------------
@@ -166,6 +206,9 @@ class Demo:
         self.report.ref = str(ref)
         self._step("open a local work item", True, f"{ref} opened in the local tracker")
 
+        if self.harness is not None:
+            self._real_steps(ref)
+            return
         summary = self._cycle()
         record = rt.store.registry.get(ref)
         self.report.tmux_name = record.tmux_name if record else ref.tmux_name()
@@ -231,7 +274,66 @@ class Demo:
         )
         self.report.events = rt.event_log.read()
 
+    def _seen(self, needle: str) -> list[list[str]]:
+        """User turns of the model requests that carry `needle` (what the model saw)."""
+        from .fakemodel import user_texts
+
+        turns = (user_texts(r.body) for r in self.model.requests())
+        return [t for t in turns if any(needle in x for x in t)]
+
+    def _until(self, needle: str) -> list[list[str]]:
+        def attempt() -> list[list[str]]:
+            self._cycle()
+            return self._seen(needle)
+
+        rows: list[list[str]] = _wait(attempt, self.timeout * 3, interval=0.5)
+        return rows
+
+    def _real_steps(self, ref: Any) -> None:
+        """The same story with a real CLI; the proof is what the model API received."""
+        rt = self.rt
+        assert rt is not None
+        opened = self._until("Say hello, then wait for comments.")
+        record = rt.store.registry.get(ref)
+        self.report.tmux_name = record.tmux_name if record else ref.tmux_name()
+        self._step(
+            f"a poll cycle spawns {self.harness}",
+            bool(opened and record and record.conversation_id),
+            f"tmux session {self.report.tmux_name}; the model API received the item "
+            f"(conversation {record.conversation_id if record else '?'})",
+        )
+        from .tracker import LocalTracker
+
+        tracker = LocalTracker(rt.store)
+        tracker.comment(ref, FIRST_COMMENT, author="newcomer")
+        got = self._until(FIRST_COMMENT)
+        confirmed = [e for e in rt.event_log.read() if e.get("type") == "dispatch.confirmed"]
+        self._step(
+            "a comment is pasted into the running agent",
+            bool(got and confirmed),
+            "the model API received the comment; the harness's own file confirmed it",
+        )
+        pids = rt.tmux.pane_pids(self.report.tmux_name)
+        for pid in pids:
+            os.killpg(pid, signal.SIGKILL)
+        dead = _wait(
+            lambda: read_fleet(rt.tmux).presence(self.report.tmux_name) == DEAD, self.timeout
+        )
+        self._step("the agent is killed", bool(pids) and dead, "SIGKILL; tmux reports it dead")
+        tracker.comment(ref, SECOND_COMMENT, author="newcomer")
+        got = self._until(SECOND_COMMENT)
+        after = rt.store.registry.get(ref)
+        self._step(
+            "the next comment resumes the same conversation",
+            bool(got and any(FIRST_COMMENT in t for t in got[-1]))
+            and bool(after and record and after.conversation_id == record.conversation_id),
+            "the model API received the new comment with the earlier turns, same conversation",
+        )
+        self.report.events = rt.event_log.read()
+
     def _finish(self) -> None:
+        if self.model is not None:
+            self.model.stop()
         if self.rt is not None:
             if not self.report.events:
                 self.report.events = self.rt.event_log.read()

@@ -29,6 +29,13 @@ def parse_since(text: str, now: datetime | None = None) -> datetime:
 
 
 def table_line(rec: dict[str, Any]) -> str:
+    """One event as a table line, control sequences neutralised."""
+    from .terminal import printable
+
+    return printable(_table_line(rec))
+
+
+def _table_line(rec: dict[str, Any]) -> str:
     detail = json.dumps(rec.get("detail") or {}, separators=(",", ":"), ensure_ascii=False)
     if len(detail) > 120:
         detail = detail[:117] + "..."

@@ -65,6 +65,18 @@ class CliFailure(click.ClickException):
 class RootGroup(LazyGroup):
     """The top-level group: the one place expected failures become `Error:` lines."""
 
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        # Bytes that are not UTF-8 reach Python as lone surrogates, which no store, log
+        # or terminal can take: refused here, once, for every command.
+        for index, arg in enumerate(args, start=1):
+            if any("\udc80" <= ch <= "\udcff" for ch in arg):
+                from .terminal import printable
+
+                raw = arg.encode("utf-8", "surrogateescape")
+                shown = printable(raw.decode("utf-8", "backslashreplace")[:80])
+                raise failure(f"argument {index} is not valid UTF-8: '{shown}'", EXIT_USAGE)
+        return super().parse_args(ctx, args)
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)

@@ -43,9 +43,13 @@ def build_adapter(harness: HarnessConfig) -> HarnessAdapter:
     from loop_dispatch.adapters import ClaudeCodeAdapter, CodexAdapter, GenericAdapter
 
     if harness.adapter == "claude-code":
-        return ClaudeCodeAdapter(harness.resolved_binary(), harness.extra_args)
+        return ClaudeCodeAdapter(
+            harness.resolved_binary(), harness.extra_args, state_dir=harness.state_dir
+        )
     if harness.adapter == "codex":
-        return CodexAdapter(harness.resolved_binary(), harness.extra_args)
+        return CodexAdapter(
+            harness.resolved_binary(), harness.extra_args, state_dir=harness.state_dir
+        )
     fresh, resume = harness.generic_argv()
     return GenericAdapter(fresh, resume)
 
@@ -151,7 +155,13 @@ class Runtime:
     def tmux(self) -> Tmux:
         from loop_tmux import Tmux
 
-        return Tmux(socket_name=self.config.routing.tmux_socket)
+        from .agent_env import server_environment
+
+        # A server started by this process holds only the allowlist (docs/security.md).
+        return Tmux(
+            socket_name=self.config.routing.tmux_socket,
+            server_env=server_environment(self.config),
+        )
 
     @cached_property
     def adapter(self) -> HarnessAdapter:
@@ -320,6 +330,7 @@ class Runtime:
             launcher=self.launcher,
             lock_timeout=self.config.routing.dispatch_timeout_seconds,
             survival_delay=self.config.harness.survival_seconds,
+            receipt_seconds=self.config.harness.receipt_seconds,
             kill_harness_on_close=self.config.sessions.kill_harness_on_close,
             workspaces=self.workspaces,
             paste_gate=self.paste_gate,

@@ -21,12 +21,23 @@ if TYPE_CHECKING:
 START_PROMPT = "Session started by {actor} with `the-loop sessions start`."
 
 
+def display_ref(ref: WorkItemRef, repositories: list[str]) -> str:
+    """The ref as the operator wrote its repository in `github.repositories` (refs are
+    canonical lower case; what a human reads keeps the configured spelling)."""
+    if ref.source == "github":
+        for name in repositories:
+            if name.lower() == ref.project:
+                return f"github:{name}#{ref.number}"
+    return str(ref)
+
+
 def list_rows(rt: Runtime) -> list[dict[str, Any]]:
     """One row per registered session, with its presence from one fleet read."""
     from .workspaces import kept_reason
 
     fleet = read_fleet(rt.tmux)
     rows = []
+    repositories = list(rt.config.github.repositories)
     placement = _placements(rt)
     for rec in rt.store.registry.list() if rt.has_state else []:
         kept = "" if rec.active else kept_reason(rt, rec.work_item)
@@ -37,6 +48,7 @@ def list_rows(rt: Runtime) -> list[dict[str, Any]]:
             row
             | {
                 "ref": str(rec.work_item),
+                "displayRef": display_ref(rec.work_item, repositories),
                 "tmuxName": rec.tmux_name,
                 "status": rec.status,
                 "presence": fleet.presence(rec.tmux_name),
@@ -54,6 +66,25 @@ def list_rows(rt: Runtime) -> list[dict[str, Any]]:
             rows[-1]["presence"] = "on another host"
             rows[-1]["pids"] = []
     return rows
+
+
+def quarantine_lines(rt: Runtime) -> list[str]:
+    """One line per stored session row that does not load, naming it and the remedy."""
+    if not rt.has_state:
+        return []
+    return [q.line() for q in rt.store.registry.quarantined()]
+
+
+def reset_quarantined(rt: Runtime, keys: list[str]) -> list[str]:
+    """Remove quarantined rows by their raw text (no tmux target is derived from them)."""
+    known = {q.key for q in rt.store.registry.quarantined()} if rt.has_state else set()
+    done = []
+    for key in keys:
+        if key not in known:
+            raise UsageError(f"{key!r} is neither a work item ref nor a quarantined row")
+        if rt.store.registry.reset_key(key):
+            done.append(key)
+    return done
 
 
 def _placements(rt: Runtime) -> dict[str, str] | None:

@@ -33,7 +33,7 @@ def collect_status(rt: Runtime, now: datetime | None = None) -> dict[str, Any]:
     beats = {name: heartbeat.read(rt.store, name) for name in SERVICES} if rt.has_state else {}
     services = [_service_row(name, enabled[name], beats.get(name), now) for name in SERVICES]
     poll_hb = beats.get("poller")
-    records = rt.store.registry.list() if rt.has_state else []
+    records, quarantined = rt.store.registry.scan() if rt.has_state else ([], [])
     fleet = read_fleet(rt.tmux)
     status: dict[str, Any] = {
         "version": rt.version,
@@ -50,6 +50,7 @@ def collect_status(rt: Runtime, now: datetime | None = None) -> dict[str, Any]:
         "lastPollCycle": (poll_hb.detail.get("lastCycle") if poll_hb else None),
         "sessions": session_counts(records, fleet),
         "inbox": rt.store.inbox.summary() if rt.has_state else None,
+        "quarantined": [q.line() for q in quarantined],
         "ok": all(s["running"] for s in services if s["enabled"]),
     }
     if rt.fleet and rt.has_state:
@@ -57,7 +58,60 @@ def collect_status(rt: Runtime, now: datetime | None = None) -> dict[str, Any]:
     block = status_block(cfg, [r for r in records if r.active], fleet)
     if block is not None:
         status[ENV_BLOCK] = block
+    status["credentialExposure"] = credential_exposure(rt, fleet)
+    blocked = blocked_sessions(rt, [r for r in records if r.active], fleet)
+    if blocked:
+        status["blocked"] = blocked
     return status
+
+
+def credential_exposure(rt: Runtime, fleet: Fleet) -> dict[str, Any]:
+    """Where an agent can read a daemon credential (fingerprints only); never fails
+    the status: a tmux that does not answer is reported as not checked."""
+    from loop_tmux import TmuxUnavailable
+
+    from .agent_env import exposure_summary, exposures
+
+    if fleet.error is not None:
+        return {"count": 0, "items": [], "error": fleet.error}
+    try:
+        glob = rt.tmux.global_environment()
+    except TmuxUnavailable as exc:
+        return {"count": 0, "items": [], "error": str(exc) or "tmux did not answer"}
+    panes = [p for group in fleet.panes.values() for p in group]
+    return exposure_summary(exposures(rt.config, glob, panes))
+
+
+def blocked_sessions(
+    rt: Runtime, records: list[SessionRecord], fleet: Fleet
+) -> list[dict[str, Any]]:
+    """Live sessions whose harness sits on a dialog (read from the pane now), for
+    adapters that can tell (claude-code, codex); nothing is typed into them."""
+    from loop_tmux import TmuxUnavailable
+
+    adapter = rt.adapter
+    if not getattr(adapter, "reads_screen", False):
+        return []
+    out = []
+    for record in records:
+        if fleet.presence(record.tmux_name) != LIVE:
+            continue
+        try:
+            view = rt.tmux.pane_view(record.tmux_name, capture=True)
+        except TmuxUnavailable:
+            continue
+        if view is None or view.dead:
+            continue
+        readiness = adapter.readiness(view)  # type: ignore[attr-defined]
+        if readiness.dialog is not None:
+            out.append(
+                {
+                    "workItem": str(record.work_item),
+                    "tmuxName": record.tmux_name,
+                    "dialog": readiness.dialog,
+                }
+            )
+    return out
 
 
 def hosts_block(rt: Runtime, now: datetime) -> dict[str, Any]:
@@ -177,6 +231,19 @@ def render_text(status: dict[str, Any]) -> str:
         line = inbox_line(status["inbox"])
         if line:
             lines.append(line)
+    lines += [f"store:     {line}" for line in status.get("quarantined", [])]
+    exposed = status.get("credentialExposure") or {}
+    if exposed.get("count"):
+        lines.append(
+            f"WARNING:   {exposed['count']} daemon credential exposure(s) to agents: "
+            "`the-loop env doctor` (restart the tmux server to clear; see docs/security.md)"
+        )
+    for row in status.get("blocked", []):
+        lines.append(
+            f"blocked:   {row['workItem']} ({row['tmuxName']}) waits on its {row['dialog']} "
+            "dialog; deliveries wait (docs/harnesses.md)"
+        )
+
     if status.get("hosts"):
         lines.extend(host_lines(status["hosts"]))
     block = status.get(ENV_BLOCK)
@@ -185,7 +252,9 @@ def render_text(status: dict[str, Any]) -> str:
             lines.append(block["line"])
         elif block.get("error"):
             lines.append(f"env file:  drift not checked: {block['error']}")
-    return "\n".join(lines)
+    from .terminal import printable
+
+    return printable("\n".join(lines), lines=True)
 
 
 def inbox_line(summary: dict[str, Any]) -> str | None:

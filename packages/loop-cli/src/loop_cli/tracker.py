@@ -68,6 +68,17 @@ class Item:
     comments: int
 
 
+@dataclass(frozen=True)
+class Activity:
+    """One row of an item's history: opened, a comment, closed."""
+
+    seq: int
+    kind: str
+    author: str
+    body: str
+    created_at: datetime
+
+
 def _now() -> str:
     from loop_dispatch.store import utcnow_iso
 
@@ -152,6 +163,17 @@ class LocalTracker:
     def get(self, ref: WorkItemRef) -> Item | None:
         rows = self._items("WHERE i.project = ? AND i.number = ?", (ref.project, ref.number))
         return rows[0] if rows else None
+
+    def activity(self, ref: WorkItemRef) -> list[Activity]:
+        """The item's activity (opening, comments, closing), oldest first; what
+        `the-loop item show` prints and a cut prompt points at."""
+        self._require(ref)
+        rows = self.store.query(
+            "SELECT seq, kind, author, body, created_at FROM loop_cli_item_activity "
+            "WHERE project = ? AND number = ? ORDER BY seq",
+            (ref.project, ref.number),
+        )
+        return [Activity(int(r[0]), r[1], r[2], r[3], datetime.fromisoformat(r[4])) for r in rows]
 
     def list(self, state: ItemState | None = None) -> list[Item]:
         if state is None:

@@ -447,9 +447,9 @@ class FakeGitHub:
             return self._route_pulls(request, parts)
         if len(parts) < 4 or parts[0] != "repos" or parts[3] != "issues":
             raise LookupError(request.url.path)
-        full = f"{parts[1]}/{parts[2]}"
+        full = f"{parts[1]}/{parts[2]}".lower()  # GitHub routes ignore case
         with self._lock:
-            repo = self.repos.get(full)
+            repo = next((r for n, r in self.repos.items() if n.lower() == full), None)
             if repo is None:
                 raise LookupError(full)
             visible_before = self.now - timedelta(seconds=self.lag_seconds)

@@ -30,6 +30,7 @@ file lock, so two processes never act on one item at once.
 from __future__ import annotations
 
 import sqlite3
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -40,7 +41,7 @@ from typing import Any
 
 from loop_tmux import DeliverResult, Presence, SpawnOutcome, SpawnResult, Tmux, TmuxUnavailable
 
-from .adapters import HarnessAdapter, new_conversation_id
+from .adapters import HarnessAdapter, Readiness, new_conversation_id
 from .eventlog import EventLog
 from .framing import frame, spawn_prompt
 from .launch import Launcher, default_launcher
@@ -48,7 +49,7 @@ from .lock import LockTimeout, LockUnavailable
 from .model import Event, EventKind, WorkItemRef
 from .pastegate import PasteGate
 from .registry import SessionRecord
-from .relaunch import Relauncher, resume_refusal
+from .relaunch import Relauncher
 from .store import Store, StoreError
 from .workspace import WorkspaceError, Workspaces
 
@@ -109,6 +110,16 @@ def _failed(reason: str, detail: str = "") -> Outcome:
     return Outcome(OutcomeKind.FAILED, reason, detail)
 
 
+def _capability(adapter: object, name: str, default: Callable[..., Any]) -> Callable[..., Any]:
+    """An adapter's optional capability, or `default` for adapters without it."""
+    found = getattr(adapter, name, None)
+    return found if callable(found) else default
+
+
+def _epoch(moment: datetime) -> float:
+    return moment.timestamp() if moment.tzinfo else moment.replace(tzinfo=timezone.utc).timestamp()
+
+
 def _one_line(text: str | None) -> str:
     return " ".join((text or "").split())[:500]
 
@@ -131,6 +142,8 @@ class Dispatcher:
         terminate_grace: float = 5.0,
         lock_timeout: float | None = None,
         kill_harness_on_close: bool = True,
+        receipt_seconds: float = 10.0,
+        sleep: Callable[[float], None] = time.sleep,
         workspaces: Workspaces | None = None,
         paste_gate: PasteGate | None = None,
     ) -> None:
@@ -146,8 +159,6 @@ class Dispatcher:
         self.terminate_grace = terminate_grace
         self.lock_timeout = lock_timeout
         self.kill_harness_on_close = kill_harness_on_close
-        self.workspaces = workspaces
-        self.paste_gate = paste_gate
         # Lock, resume argv, spawn under a token, survival check, record: the steps env
         # rotation's relaunch takes too (relaunch.py).
         self.relauncher = Relauncher.with_item_locks(
@@ -158,6 +169,10 @@ class Dispatcher:
             launcher=launcher,
             survival_delay=survival_delay,
         )
+        self.receipt_seconds = receipt_seconds
+        self._sleep = sleep
+        self.workspaces = workspaces
+        self.paste_gate = paste_gate
 
     # -- entry points ----------------------------------------------------------------
 
@@ -350,12 +365,13 @@ class Dispatcher:
         cwd = self._workspace(event)
         if isinstance(cwd, Outcome):
             return cwd
-        conversation = new_conversation_id()
+        conversation = self._new_conversation()
+        started = time.time()
         record = self.store.registry.register(
             ref, harness=self.adapter.name, conversation_id=conversation, cwd=cwd
         )
         prompt, cut = spawn_prompt(event)
-        argv = self.adapter.fresh_argv(prompt, conversation)
+        argv = self.adapter.fresh_argv(prompt, conversation or "")
         result = self._spawn(record, argv, delivery_id=event.delivery_id)
         if result.outcome is SpawnOutcome.SPAWNED and self._exited_at_once(record):
             # Nothing ran: the event is not used up. The dead pane keeps its scrollback
@@ -363,6 +379,7 @@ class Dispatcher:
             self._undo_register(ref, previous)
             return self._harness_exited(event, record)
         if result.outcome is SpawnOutcome.SPAWNED:
+            conversation = self._discover(record, started) or conversation
             self._emit(
                 "session.spawned",
                 event,
@@ -410,7 +427,10 @@ class Dispatcher:
             conversation_id=spawned.conversation_id,
             cwd=spawned.cwd,
         )
-        result = self._paste(adopted.tmux_name, frame(event))
+        held = self._hold_back(adopted, event)
+        if held is not None:
+            return held
+        result, confirm = self._paste(adopted, event)
         if not result.ok:
             # Registered now: the retry takes the ordinary delivery path.
             reason = "deliver_failed" if result.session_missing else "deliver_unavailable"
@@ -425,6 +445,7 @@ class Dispatcher:
             conversation_id=adopted.conversation_id,
             harness=adopted.harness,
         )
+        confirm()
         return _processed("adopted")
 
     def _workspace(self, event: Event) -> Path | Outcome:
@@ -470,11 +491,145 @@ class Dispatcher:
     ) -> SpawnResult:
         """Spawn under a fresh token, recorded in the store before tmux is asked, naming
         the event the harness starts with as its prompt."""
-        return self.relauncher.spawn(record, harness_argv, conversation, delivery_id=delivery_id)
+        return self.relauncher.spawn(
+            record,
+            harness_argv,
+            conversation,
+            delivery_id=delivery_id,
+            extra_env=_capability(self.adapter, "launch_env", dict)(),
+        )
+
+    # -- the harness's own word: conversation ids, readiness, receipts -----------------------
+
+    def _new_conversation(self) -> str | None:
+        """Our id for a new conversation, or None for a harness that picks its own."""
+        return (
+            new_conversation_id()
+            if getattr(self.adapter, "assigns_conversation_id", True)
+            else None
+        )
+
+    def _discover(self, record: SessionRecord, started: float, *, wait: bool = True) -> str | None:
+        """Codex: read the id of the conversation this spawn started from the harness's
+        own files (bounded wait) and record it; None while unknown (not resumable)."""
+        if getattr(self.adapter, "assigns_conversation_id", True):
+            return None
+        discover = _capability(self.adapter, "discover_conversation", lambda *_: None)
+        others = {
+            r.conversation_id
+            for r in self.store.registry.list()
+            if r.conversation_id and r.work_item != record.work_item
+        }
+        deadline = time.monotonic() + self.receipt_seconds
+        while True:
+            found = discover(record.cwd, started, others)
+            if found is not None:
+                self.store.registry.set_conversation(record.work_item, found)
+                return str(found)
+            if not wait or time.monotonic() >= deadline:
+                return None
+            self._sleep(0.2)
+
+    def _hold_back(self, record: SessionRecord, event: Event) -> Outcome | None:
+        """Readiness before a paste: None when the paste may go in; else a transient
+        failure (the inbox retries it), with `session.blocked` for a dialog."""
+        if not getattr(self.adapter, "reads_screen", False):
+            return None
+        try:
+            view = self.tmux.pane_view(record.tmux_name, capture=True)
+        except TmuxUnavailable:
+            return None  # the paste's own call says what tmux can
+        if view is None or view.dead:
+            return None  # the paste reports the session missing: the respawn path
+        readiness: Readiness = self.adapter.readiness(view)  # type: ignore[attr-defined]
+        if readiness.ready:
+            return None
+        if readiness.dialog is not None:
+            self._emit(
+                "session.blocked",
+                event,
+                record.work_item,
+                "warning",
+                tmux_name=record.tmux_name,
+                harness=self.adapter.name,
+                dialog=readiness.dialog,
+            )
+            outcome = _failed(
+                "harness_blocked",
+                f"{readiness.detail}; nothing was typed into it. Answer it once "
+                f"(`tmux attach -t {record.tmux_name}`) or settle it in the harness's settings "
+                "(docs/harnesses.md)",
+            )
+        else:
+            outcome = _failed("harness_not_ready", readiness.detail)
+        self._emit_failed(event, outcome, level="info")
+        return outcome
+
+    def _paste(
+        self, record: SessionRecord, event: Event
+    ) -> tuple[DeliverResult, Callable[[], None]]:
+        """Paste the framed event. The callable returned confirms it (adapters with
+        receipts), called once the caller has logged the delivery."""
+        text = frame(event)
+        if not getattr(self.adapter, "has_receipts", False):
+            return self._gated_deliver(record.tmux_name, text), lambda: None
+        conversation = record.conversation_id or self._discover(
+            record, _epoch(record.updated_at), wait=False
+        )
+        mark = self.adapter.receipt_mark(conversation)  # type: ignore[attr-defined]
+        result = self._gated_deliver(record.tmux_name, text)
+        return result, lambda: self._confirm(record, event, conversation, mark, text)
+
+    def _await_receipt(self, conversation: str | None, mark: int, text: str) -> tuple[str, float]:
+        begun = time.monotonic()
+        while True:
+            receipt = self.adapter.receipt(conversation, mark, text)  # type: ignore[attr-defined]
+            waited = time.monotonic() - begun
+            # An "unknown" is waited out too: Claude Code writes a new conversation's file
+            # only once its first turn is answered, after inputs queued meanwhile.
+            if receipt.state == "confirmed" or waited >= self.receipt_seconds:
+                return receipt.state, waited
+            self._sleep(0.2)
+
+    def _confirm(
+        self, record: SessionRecord, event: Event, conversation: str | None, mark: int, text: str
+    ) -> None:
+        """`dispatch.confirmed` once the harness's file holds the text; else one re-paste,
+        only when the file proves it absent and the text is not sitting in the input
+        box; else `dispatch.unconfirmed`."""
+        state, waited = self._await_receipt(conversation, mark, text)
+        repasted = False
+        if state == "absent" and not self._on_screen(record, text):
+            mark = self.adapter.receipt_mark(conversation)  # type: ignore[attr-defined]
+            if self._gated_deliver(record.tmux_name, text).ok:
+                repasted = True
+                state, more = self._await_receipt(conversation, mark, text)
+                waited += more
+        detail: dict[str, Any] = {
+            "tmux_name": record.tmux_name,
+            "conversation_id": conversation,
+            "waited_seconds": round(waited, 3),
+            "repasted": repasted,
+        }
+        if state == "confirmed":
+            self._emit("dispatch.confirmed", event, record.work_item, **detail)
+        else:
+            self._emit(
+                "dispatch.unconfirmed", event, record.work_item, "warning", receipt=state, **detail
+            )
+
+    def _on_screen(self, record: SessionRecord, text: str) -> bool:
+        """Is the text's first line visible (left unsent in the input box)? Unknown = yes."""
+        try:
+            view = self.tmux.pane_view(record.tmux_name, capture=True)
+        except TmuxUnavailable:
+            return True
+        first = next((line.strip() for line in text.splitlines() if line.strip()), "")[:60]
+        return view is None or view.screen is None or (bool(first) and first in view.screen)
 
     # -- 3./4. deliver into an active session ------------------------------------------------
 
-    def _paste(self, name: str, text: str) -> DeliverResult:
+    def _gated_deliver(self, name: str, text: str) -> DeliverResult:
         """Every paste goes through here: inside a drain's attempt, one at a time until
         it is settled (see pastegate.py), so a kill repeats at most one paste."""
         if self.paste_gate is not None:
@@ -482,9 +637,13 @@ class Dispatcher:
         return self.tmux.deliver(name, text)
 
     def _deliver(self, record: SessionRecord, event: Event) -> Outcome:
-        result = self._paste(record.tmux_name, frame(event))
+        held = self._hold_back(record, event)
+        if held is not None:
+            return held
+        result, confirm = self._paste(record, event)
         if result.ok:
             self._emit("dispatch.delivered", event, record.work_item, tmux_name=record.tmux_name)
+            confirm()
             return _processed("delivered")
         if not result.session_missing:
             return self._deliver_unanswered(event, result.error)
@@ -510,7 +669,10 @@ class Dispatcher:
 
     def _deliver_into_occupant(self, record: SessionRecord, event: Event, *, via: str) -> Outcome:
         """AC6/AC7: the session is live after all: hand it the event instead of respawning."""
-        result = self._paste(record.tmux_name, frame(event))
+        held = self._hold_back(record, event)
+        if held is not None:
+            return held
+        result, confirm = self._paste(record, event)
         if not result.ok:
             outcome = _failed("deliver_failed", _one_line(result.error))
             self._emit_failed(event, outcome)
@@ -522,6 +684,7 @@ class Dispatcher:
             tmux_name=record.tmux_name,
             via=via,
         )
+        confirm()
         return _processed("respawn_averted")
 
     def _respawn(self, record: SessionRecord, event: Event, presence: Presence) -> Outcome:
@@ -531,9 +694,18 @@ class Dispatcher:
             if isinstance(cwd, Outcome):
                 return cwd
         prompt, cut = spawn_prompt(event)
-        refusal = resume_refusal(self.adapter, record)
-        if refusal is not None:
-            self._resume_failed(event, record, refusal)
+        if not record.conversation_id and self._discover(
+            record, _epoch(record.updated_at), wait=False
+        ):
+            record = self.store.registry.get(record.work_item) or record
+        if not self.adapter.can_resume:
+            self._resume_failed(event, record, "adapter_cannot_resume")
+        elif not record.conversation_id:
+            self._resume_failed(event, record, "no_recorded_conversation")
+        elif not _capability(self.adapter, "resumable", lambda _c: True)(record.conversation_id):
+            # Nothing saved under the id (killed before its first turn was written): a
+            # resume would exit "No conversation found"; start fresh instead.
+            self._resume_failed(event, record, "nothing_saved")
         else:
             outcome = self._respawn_resume(record, event, prompt, cut, presence)
             if outcome is not None:
@@ -545,7 +717,7 @@ class Dispatcher:
     ) -> Outcome | None:
         """Resume the recorded conversation; None means "fall back to a fresh one"."""
         argv = self.relauncher.resume_argv(self.adapter, record, prompt)
-        assert argv is not None  # resume_refusal said it can
+        assert argv is not None  # the caller checked it can resume
         result = self._spawn(record, argv, delivery_id=event.delivery_id)
         if result.outcome is not SpawnOutcome.SPAWNED:
             return self._respawn_spawn_refused(record, event, result)
@@ -573,14 +745,16 @@ class Dispatcher:
     def _respawn_fresh(
         self, record: SessionRecord, event: Event, prompt: str, cut: int, presence: Presence
     ) -> Outcome:
-        conversation = new_conversation_id()
-        argv = self.adapter.fresh_argv(prompt, conversation)
+        conversation = self._new_conversation()
+        started = time.time()
+        argv = self.adapter.fresh_argv(prompt, conversation or "")
         result = self._spawn(record, argv, conversation, delivery_id=event.delivery_id)
         if result.outcome is not SpawnOutcome.SPAWNED:
             return self._respawn_spawn_refused(record, event, result)
         if self._exited_at_once(record):
             return self._harness_exited(event, record)
         self.relauncher.record_conversation(record.work_item, conversation)
+        conversation = self._discover(record, started) or conversation
         self._emit(
             "session.respawned",
             event,

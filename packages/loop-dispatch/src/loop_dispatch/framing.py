@@ -90,7 +90,13 @@ def frame(event: Event, *, shown: int | None = None) -> str:
         fence,
     ]
     if len(body) < len(full):
-        where = f"at {_one_line(event.url, _URL_MAX)}" if event.url else "in the work item"
+        if event.work_item.source == "local":
+            # A local item has no page: the command that prints it whole.
+            where = f"with `the-loop item show {event.work_item}`"
+        elif event.url:
+            where = f"at {_one_line(event.url, _URL_MAX)}"
+        else:
+            where = "in the work item"
         lines.append(
             f"(The text was cut: {len(body)} of {len(full)} characters are shown above; "
             f"read the whole of it {where}.)"

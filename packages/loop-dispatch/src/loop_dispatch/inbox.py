@@ -21,6 +21,7 @@ LOCKED` queue: the claim is `UPDATE inbox SET state='claimed', lease... WHERE se
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import json
 import os
 import socket
@@ -190,12 +191,26 @@ def _event(row: Sequence[Any]) -> Event | None:
         event = Event.from_dict(json.loads(row[5]))
     except ValueError:
         return None
+    # Refs parse canonical (lower-case GitHub names); a stored copy of the delivery id
+    # written before that (schema v4 renamed the row's) matches case-insensitively.
+    if event.delivery_id != row[1] and event.delivery_id.lower() == str(row[1]).lower():
+        event = dataclasses.replace(event, delivery_id=row[1])
     if (event.delivery_id, str(event.work_item)) != (row[1], row[2]):
         return None
     return event
 
 
 def _entry(row: Sequence[Any]) -> InboxEntry:
+    """The row as an entry. A row whose columns do not read (hand-edited, damaged) is
+    quarantined: an entry without its event (the drain gives it up as
+    `unreadable_stored_event`), so it never stops a claim, a listing or another item."""
+    try:
+        return _readable_entry(row)
+    except (TypeError, ValueError):
+        return _damaged_entry(row)
+
+
+def _readable_entry(row: Sequence[Any]) -> InboxEntry:
     due, received, updated = (datetime.fromisoformat(row[i]) for i in (8, 16, 18))
     return InboxEntry(
         seq=int(row[0]),
@@ -217,6 +232,51 @@ def _entry(row: Sequence[Any]) -> InboxEntry:
         received_at=received,
         settled_at=_time(row[17]),
         updated_at=updated,
+    )
+
+
+def _count(value: Any) -> int:
+    """A stored counter; a damaged one reads as 0."""
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 0
+
+
+def _damaged_entry(row: Sequence[Any]) -> InboxEntry:
+    def text(value: Any) -> str:
+        return value if isinstance(value, str) else repr(value)
+
+    def number(value: Any) -> int:
+        return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+    def moment(value: Any) -> datetime | None:
+        try:
+            return datetime.fromisoformat(value) if isinstance(value, str) else None
+        except ValueError:
+            return None
+
+    epoch = datetime.fromtimestamp(0, timezone.utc)
+    return InboxEntry(
+        seq=number(row[0]),
+        delivery_id=text(row[1]),
+        work_item=text(row[2]),
+        source=text(row[3]),
+        state=text(row[4]),
+        event=None,
+        attempts=number(row[6]),
+        tries=number(row[7]),
+        due_at=moment(row[8]) or epoch,
+        lease_owner=row[9] if isinstance(row[9], str) else None,
+        lease_until=moment(row[10]),
+        outcome=row[11] if isinstance(row[11], str) else None,
+        last_reason=row[12] if isinstance(row[12], str) else None,
+        last_error="quarantined: the stored row does not read",
+        gave_up_versions=row[14] if isinstance(row[14], str) else None,
+        rearm_count=number(row[15]),
+        received_at=moment(row[16]) or epoch,
+        settled_at=moment(row[17]),
+        updated_at=moment(row[18]) or epoch,
     )
 
 
@@ -419,9 +479,12 @@ class Inbox:
             ).fetchone()
             if row is None:
                 return None
-            attempts = int(row[0]) + (1 if definite else 0)
-            tries = int(row[1])
-            age = (now - datetime.fromisoformat(row[2])).total_seconds()
+            attempts = _count(row[0]) + (1 if definite else 0)
+            tries = _count(row[1])
+            try:
+                age = (now - datetime.fromisoformat(row[2])).total_seconds()
+            except (TypeError, ValueError):  # a damaged row: past any horizon
+                age = float("inf")
             why = reason
             if definite and attempts >= max_attempts:
                 why = "attempts"
@@ -614,7 +677,10 @@ class Inbox:
         oldest = rows[0][0] if rows else None
         age = None
         if oldest:
-            age = max(0.0, (self._clock() - datetime.fromisoformat(oldest)).total_seconds())
+            try:
+                age = max(0.0, (self._clock() - datetime.fromisoformat(oldest)).total_seconds())
+            except (TypeError, ValueError):  # a damaged row: status still answers
+                age = None
         return {
             "pending": counts.get("pending", 0),
             "inFlight": counts.get("claimed", 0),

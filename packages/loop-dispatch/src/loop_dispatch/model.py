@@ -18,6 +18,7 @@ from typing import Any
 from .errors import DispatchError
 
 __all__ = [
+    "MAX_NUMBER",
     "Event",
     "EventKind",
     "RefError",
@@ -29,7 +30,9 @@ __all__ = [
 # is alphanumerics, '.', '_' and '-' (max 100), never '.' or '..'.
 _OWNER_RE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,37}[A-Za-z0-9])?")
 _NAME_RE = re.compile(r"[A-Za-z0-9._-]{1,100}")
-_NUMBER_RE = re.compile(r"[1-9][0-9]{0,17}")
+_NUMBER_RE = re.compile(r"[1-9][0-9]{0,9}")
+MAX_NUMBER = 2**31 - 1
+"""The largest item number (GitHub's are 32-bit); one bound for writing and reading."""
 _GITHUB_RE = re.compile(r"github:([^/#]+)/([^/#]+)#(.+)")
 _LOCAL_RE = re.compile(r"local:([^/#]+)#(.+)")
 
@@ -55,10 +58,10 @@ def _check_name(value: str, what: str, text: str) -> None:
 
 
 def _check_number(value: str, text: str) -> int:
-    if not _NUMBER_RE.fullmatch(value):
+    if not _NUMBER_RE.fullmatch(value) or int(value) > MAX_NUMBER:
         raise RefError(
-            f"invalid work item ref {text!r}: number {value!r} must be a positive integer "
-            "without leading zeros"
+            f"invalid work item ref {text!r}: number {value[:30]!r} must be an integer "
+            f"1..{MAX_NUMBER} without leading zeros"
         )
     return int(value)
 
@@ -66,6 +69,8 @@ def _check_number(value: str, text: str) -> int:
 @dataclass(frozen=True, order=True)
 class WorkItemRef:
     """One ticket: `github:OWNER/REPO#N` (project = "OWNER/REPO") or `local:PROJECT#N`.
+
+    GitHub's OWNER/REPO is canonical lower case (docs/security.md, canonical refs).
 
     Build with `parse()`; the constructor validates too, so a ref cannot exist in an
     invalid form (a hand-edited store row is re-validated when read).
@@ -78,10 +83,15 @@ class WorkItemRef:
     def __post_init__(self) -> None:
         if isinstance(self.number, bool) or not isinstance(self.number, int):
             raise RefError(f"invalid work item number {self.number!r}: must be an int")
+        if not isinstance(self.project, str) or not isinstance(self.source, str):
+            raise RefError("invalid work item ref: source and project must be strings")
         text = f"{self.source}:{self.project}#{self.number}"
-        if self.number < 1:
-            raise RefError(f"invalid work item ref {text!r}: number must be positive")
+        if not 1 <= self.number <= MAX_NUMBER:
+            raise RefError(f"invalid work item ref {text[:200]!r}: number must be 1..{MAX_NUMBER}")
         if self.source == "github":
+            # GitHub names are case-insensitive: one spelling (lower case) for every
+            # ingress, so the poller and the webhook never split one ticket in two.
+            object.__setattr__(self, "project", self.project.lower())
             owner, sep, repo = self.project.partition("/")
             if not sep:
                 raise RefError(f"invalid work item ref {text!r}: expected OWNER/REPO")

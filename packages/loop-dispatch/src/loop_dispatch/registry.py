@@ -8,6 +8,7 @@ another item's session (a future change of the slug scheme must migrate the rows
 
 from __future__ import annotations
 
+import builtins
 import re
 import sqlite3
 import uuid
@@ -19,7 +20,7 @@ from typing import Any, Literal
 from .model import RefError, WorkItemRef
 from .tables import StoreError, TableStore, utcnow_iso
 
-__all__ = ["Registry", "SessionRecord", "SessionStatus", "SpawnRecord"]
+__all__ = ["Quarantined", "Registry", "SessionRecord", "SessionStatus", "SpawnRecord"]
 
 SessionStatus = Literal["active", "closed"]
 # What a conversation id may be (ours are uuid4s): never a flag, a space or a newline.
@@ -56,6 +57,31 @@ class SessionRecord:
         return self.status == "active"
 
 
+@dataclass(frozen=True)
+class Quarantined:
+    """A stored row that does not load (hand-edited, damaged, or written by a bug).
+
+    It is set aside rather than allowed to stop every other item: `key` is the row's
+    raw work_item text, `reason` one line, and `sessions reset KEY` removes it.
+    """
+
+    table: str
+    key: str
+    reason: str
+
+    def line(self) -> str:
+        return (
+            f"quarantined {self.table} row {self.key!r}: {self.reason} "
+            f"(remedy: the-loop sessions reset {_shell_word(self.key)})"
+        )
+
+
+def _shell_word(text: str) -> str:
+    """`text` as one shell word for a remedy line (printable, single-quoted)."""
+    shown = "".join(ch if ch.isprintable() else "?" for ch in text)[:200]
+    return "'" + shown.replace("'", "'\\''") + "'"
+
+
 def slug_owner(slug: str) -> WorkItemRef | None:
     """The ref whose current slug is `slug`, or None (a legacy or foreign slug).
 
@@ -78,6 +104,13 @@ def slug_owner(slug: str) -> WorkItemRef | None:
     except (RefError, ValueError):
         return None
     return ref if ref.slug() == slug else None
+
+
+def _reason(text: str, key: str) -> str:
+    """The StoreError's reason without the row prefix it repeats, on one line."""
+    prefix = f"sessions row {key!r}: "
+    text = text[len(prefix) :] if text.startswith(prefix) else text
+    return " ".join(text.split())[:300]
 
 
 class Registry:
@@ -147,11 +180,38 @@ class Registry:
         return self._row_to_record(rows[0], None) if rows else None
 
     def list(self, status: SessionStatus | None = None) -> list[SessionRecord]:
+        """The rows that load; a row that does not is left out (see `scan`)."""
+        return self.scan(status)[0]
+
+    def scan(
+        self, status: SessionStatus | None = None
+    ) -> tuple[builtins.list[SessionRecord], builtins.list[Quarantined]]:
+        """Every row: the ones that load, and the ones quarantined with a reason each.
+
+        One bad row never hides the others (nor stops a poller or a status)."""
         if status is None:
             rows = self._store.query(_SELECT + " ORDER BY work_item")
         else:
             rows = self._store.query(_SELECT + " WHERE status = ? ORDER BY work_item", (status,))
-        return [self._row_to_record(r, None) for r in rows]
+        good: list[SessionRecord] = []
+        bad: list[Quarantined] = []
+        for row in rows:
+            try:
+                good.append(self._row_to_record(row, None))
+            except (StoreError, TypeError, ValueError) as exc:
+                key = row[0] if isinstance(row[0], str) else repr(row[0])
+                why = exc.reason if isinstance(exc, StoreError) else f"unreadable ({exc})"
+                bad.append(Quarantined("sessions", key, _reason(why, key)))
+        return good, bad
+
+    def quarantined(self) -> builtins.list[Quarantined]:
+        """The rows that do not load."""
+        return self.scan()[1]
+
+    def reset_key(self, key: str) -> bool:
+        """Remove a row by its raw work_item text (the remedy for a quarantined row)."""
+        with self._store.transaction() as conn:
+            return conn.execute("DELETE FROM sessions WHERE work_item = ?", (key,)).rowcount > 0
 
     def register(
         self,

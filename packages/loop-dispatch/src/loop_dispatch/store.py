@@ -149,7 +149,74 @@ CORE_MIGRATIONS: list[str] = [
     CREATE INDEX spawn_tokens_by_delivery ON spawn_tokens (delivery_id)
         WHERE delivery_id IS NOT NULL;
     """,
+    # v4: GitHub refs are canonical lower case (issue 10). Case variants of one item or
+    # one delivery (a poller that used the configured spelling, a webhook GitHub's) are
+    # merged: the row that got furthest is kept. Stored slugs and tmux names are kept
+    # (never re-derived), so a running session keeps its name. Plain SQL that SQLite and
+    # PostgreSQL both run; a stored event's own copy of its delivery id is matched
+    # case-insensitively when read (inbox._event).
+    """
+    DELETE FROM sessions WHERE work_item LIKE 'github:%' AND EXISTS (
+        SELECT 1 FROM sessions o
+        WHERE lower(o.work_item) = lower(sessions.work_item)
+          AND o.work_item <> sessions.work_item
+          AND ((o.status = 'active') > (sessions.status = 'active')
+               OR ((o.status = 'active') = (sessions.status = 'active')
+                   AND (o.updated_at > sessions.updated_at
+                        OR (o.updated_at = sessions.updated_at
+                            AND o.work_item > sessions.work_item)))));
+    UPDATE sessions SET work_item = lower(work_item) WHERE work_item LIKE 'github:%';
+    DELETE FROM deliveries WHERE EXISTS (
+        SELECT 1 FROM deliveries o
+        WHERE {canon_o} = {canon_d} AND o.delivery_id <> deliveries.delivery_id
+          AND ({rank_o_deliveries} > {rank_d_deliveries}
+               OR ({rank_o_deliveries} = {rank_d_deliveries}
+                   AND o.delivery_id < deliveries.delivery_id)));
+    UPDATE deliveries SET delivery_id = {canon_plain} WHERE delivery_id <> {canon_plain};
+    DELETE FROM inbox WHERE EXISTS (
+        SELECT 1 FROM inbox o
+        WHERE {canon_o} = {canon_i} AND o.seq <> inbox.seq
+          AND ({rank_o_inbox} > {rank_i_inbox}
+               OR ({rank_o_inbox} = {rank_i_inbox} AND o.seq < inbox.seq)));
+    UPDATE inbox SET delivery_id = {canon_plain} WHERE delivery_id <> {canon_plain};
+    UPDATE inbox SET work_item = lower(work_item) WHERE work_item LIKE 'github:%';
+    UPDATE spawn_tokens SET work_item = lower(work_item) WHERE work_item LIKE 'github:%';
+    """,
 ]
+
+
+def _canonical_id(col: str) -> str:
+    """SQL (SQLite and PostgreSQL): a GitHub delivery id with OWNER/REPO lower-cased.
+    Every part of a GitHub id is lower case but a closing's stamp (`...#N:20260101T
+    000000Z`, 16 characters at the end), which is upper-cased back."""
+    closing = f"({col} LIKE 'closed:github:%' OR {col} LIKE 'pr-closed:github:%')"
+    return (
+        f"(CASE WHEN {col} NOT LIKE '%:github:%' THEN {col} "
+        f"WHEN {closing} AND {col} NOT LIKE '%:unknown' "
+        f"THEN lower(substr({col}, 1, length({col}) - 16)) "
+        f"|| upper(substr({col}, length({col}) - 15)) "
+        f"ELSE lower({col}) END)"
+    )
+
+
+def _rank(table: str, order: tuple[str, ...]) -> str:
+    """SQL: how far a row got (the later in `order`, the further), for merging."""
+    whens = " ".join(f"WHEN '{state}' THEN {i + 1}" for i, state in enumerate(order))
+    return f"(CASE {table}.state {whens} ELSE 0 END)"
+
+
+_DELIVERY_ORDER = ("claimed", "skipped", "processed")
+_INBOX_ORDER = ("pending", "claimed", "given_up", "baseline", "done")
+CORE_MIGRATIONS[3] = CORE_MIGRATIONS[3].format(
+    canon_o=_canonical_id("o.delivery_id"),
+    canon_d=_canonical_id("deliveries.delivery_id"),
+    canon_i=_canonical_id("inbox.delivery_id"),
+    canon_plain=_canonical_id("delivery_id"),
+    rank_o_deliveries=_rank("o", _DELIVERY_ORDER),
+    rank_d_deliveries=_rank("deliveries", _DELIVERY_ORDER),
+    rank_o_inbox=_rank("o", _INBOX_ORDER),
+    rank_i_inbox=_rank("inbox", _INBOX_ORDER),
+)
 
 
 def is_postgresql_url(url: str | None) -> bool:

@@ -7,23 +7,26 @@ directory and an environment mapping. See docs/tmux.md.
 from __future__ import annotations
 
 from .client import Tmux
+from .environment import ALLOWED_NAMES, allowlisted
 from .errors import TmuxCapabilityWarning, TmuxError, TmuxUnavailable
 from .names import SESSION_NAME_RE, TERMINATE_NAME_RE, check_name
 from .paste import neutralise
 from .presence import Presence
-from .results import DeliverResult, Pane, RespawnResult, SpawnOutcome, SpawnResult
+from .results import DeliverResult, Pane, PaneView, RespawnResult, SpawnOutcome, SpawnResult
 from .runner import kill_clients
 from .versions import NEW_SESSION_ENV, RESPAWN_PANE_ENV, parse_version
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "ALLOWED_NAMES",
     "NEW_SESSION_ENV",
     "RESPAWN_PANE_ENV",
     "SESSION_NAME_RE",
     "TERMINATE_NAME_RE",
     "DeliverResult",
     "Pane",
+    "PaneView",
     "Presence",
     "RespawnResult",
     "SpawnOutcome",
@@ -32,6 +35,7 @@ __all__ = [
     "TmuxCapabilityWarning",
     "TmuxError",
     "TmuxUnavailable",
+    "allowlisted",
     "check_name",
     "kill_clients",
     "neutralise",

@@ -17,7 +17,7 @@ from . import commands, paste, runner, versions
 from . import names as naming
 from .errors import TmuxCapabilityWarning, TmuxUnavailable
 from .presence import Presence
-from .results import DeliverResult, Pane, RespawnResult, SpawnOutcome, SpawnResult
+from .results import DeliverResult, Pane, PaneView, RespawnResult, SpawnOutcome, SpawnResult
 
 # The session's spawn token (a user option set by spawn) is read in the same call.
 TOKEN_OPTION = "@loop_spawn_token"  # noqa: S105 (an option NAME)
@@ -25,6 +25,7 @@ _PANE_FORMAT = (
     "#{pane_id}\t#{pane_pid}\t#{pane_dead}\t#{pane_current_command}\t"
     "#{" + TOKEN_OPTION + "}\t#{session_name}"
 )
+_VIEW_FORMAT = "loop-tmux-view\t#{alternate_on}\t#{pane_dead}\t#{pane_pid}\t#{pane_current_command}"
 _TOKEN_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _DEAD_MARK = "loop-tmux:pane-dead"
 _POLL = 0.05
@@ -39,6 +40,11 @@ class Tmux:
     ``timeout`` everything else, and each call may override them. ``width``/``height``
     size new sessions; ``history_limit`` sets the SERVER-GLOBAL history-limit before each
     spawn (tmux reads it when a pane is created), so use it with a dedicated socket.
+
+    ``server_env`` (see `environment.allowlisted`) is the whole environment every tmux
+    client runs with, so a server this client starts holds only it; each spawn also
+    empties the server's ``update-environment``, so an attaching client adds nothing.
+    None keeps the caller's environment (minus TMUX), as tmux itself would.
     """
 
     def __init__(
@@ -54,6 +60,7 @@ class Tmux:
         height: int | None = None,
         history_limit: int | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        server_env: Mapping[str, str] | None = None,
     ) -> None:
         if socket_name is not None and socket_path is not None:
             raise ValueError("give socket_name or socket_path, not both")
@@ -66,6 +73,7 @@ class Tmux:
         self.height = height
         self.history_limit = history_limit
         self._sleep = sleep
+        self.server_env = None if server_env is None else dict(server_env)
         self._base = [binary]
         if socket_name is not None:
             self._base += ["-L", socket_name]
@@ -87,7 +95,12 @@ class Tmux:
     def _run(
         self, args: Sequence[str], timeout: float | None = None, stdin: bytes | None = None
     ) -> runner.Answer:
-        return runner.run([*self._base, *args], self.timeout if timeout is None else timeout, stdin)
+        return runner.run(
+            [*self._base, *args],
+            self.timeout if timeout is None else timeout,
+            stdin,
+            env=self.server_env,
+        )
 
     def version(self) -> tuple[int, int] | None:
         """(major, minor) of the tmux binary, read once per client; None if unknown."""
@@ -186,6 +199,43 @@ class Tmux:
                 )
             )
         return result
+
+    def pane_view(
+        self, name: str, *, capture: bool = False, timeout: float | None = None
+    ) -> PaneView | None:
+        """The session's pane as its program left it, in ONE tmux call; None when absent.
+
+        With ``capture`` the visible screen's text comes along (``capture-pane -p``), so
+        a caller can tell a start-up or dialog screen from a ready one. Raises
+        TmuxUnavailable when tmux does not answer.
+        """
+        target = naming.pane_target(name)
+        # display-message answers for a missing target too: has-session makes it definite.
+        parts: list[list[str]] = [
+            ["has-session", "-t", naming.session_target(name)],
+            ["display-message", "-p", "-t", target, _VIEW_FORMAT],
+        ]
+        if capture:
+            parts.append(["capture-pane", "-p", "-t", target])
+        answer = self._read(
+            commands.chain(*parts), self.probe_timeout if timeout is None else timeout
+        )
+        if not answer.ok:
+            if runner.says_absent(answer):
+                return None
+            raise TmuxUnavailable(answer.error)
+        head, _, screen = answer.stdout.partition("\n")
+        fields = head.split("\t", 4)
+        if len(fields) != 5 or fields[0] != "loop-tmux-view":
+            raise TmuxUnavailable(f"unexpected display-message output {head[:80]!r}")
+        _, alternate, dead, pid, command = fields
+        return PaneView(
+            alternate_on=alternate == "1",
+            command=command,
+            dead=dead == "1",
+            pid=int(pid) if pid.isdigit() else 0,
+            screen=screen if capture else None,
+        )
 
     def session_token(self, name: str, *, timeout: float | None = None) -> str | None:
         """The spawn token the session was created with; None when absent or unset.
@@ -344,12 +394,15 @@ class Tmux:
         tail = [keep]
         if token is not None:
             tail.append(["set-option", "-t", naming.pane_target(name), TOKEN_OPTION, token])
-        if self.history_limit is None:
-            return self._run(commands.chain(new, *tail))
-        # history-limit is read when a pane is created, so it must be set before
-        # new-session, and only the server-global value is there yet.
-        limit = ["set-option", "-g", "history-limit", str(self.history_limit)]
-        return self._run(commands.chain(limit, new, *tail))
+        head: list[list[str]] = []
+        if self.server_env is not None:
+            # Before new-session: the session is created without any client variable.
+            head.append(["set-option", "-g", "update-environment", ""])
+        if self.history_limit is not None:
+            # history-limit is read when a pane is created, so it must be set before
+            # new-session, and only the server-global value is there yet.
+            head.append(["set-option", "-g", "history-limit", str(self.history_limit)])
+        return self._run(commands.chain(*head, new, *tail))
 
     @staticmethod
     def _spawned(answer: runner.Answer, cleared: bool) -> SpawnResult:

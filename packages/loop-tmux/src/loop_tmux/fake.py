@@ -406,6 +406,10 @@ class _Fake:
 
     def cmd_set_option(self, args: list[str]) -> None:
         opts, rest = _options(args, "t")
+        if "g" in opts and "t" not in opts:  # server-global: kept, never read back here
+            if rest:
+                self.state.setdefault("global_options", {})[rest[0]] = " ".join(rest[1:])
+            return
         _name, session = self.session(opts.get("t", [""])[-1])
         if rest[:1] == ["remain-on-exit"]:
             session["remain_on_exit"] = rest[1:2] == ["on"]

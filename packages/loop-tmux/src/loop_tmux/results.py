@@ -69,3 +69,20 @@ class Pane:
     dead: bool
     command: str
     token: str = ""  # the session's spawn token ("" when it has none: not ours)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PaneView:
+    """What a harness's pane shows, read in one tmux call (``Tmux.pane_view``).
+
+    ``alternate_on``: the program switched to the alternate screen (full-screen TUIs do
+    once they have drawn); ``command``: the pane's foreground program; ``screen``: the
+    visible text when a capture was asked for, else None. Facts only: what they mean for
+    a given program is the caller's business.
+    """
+
+    alternate_on: bool
+    command: str
+    dead: bool
+    pid: int
+    screen: str | None = None

@@ -11,7 +11,7 @@ import os
 import re
 import subprocess
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 # tmux's own texts (3.3a; older spellings kept) meaning "there is no such session".
@@ -73,13 +73,15 @@ def is_transient(answer: Answer) -> bool:
     return any(text in answer.stderr for text in _TRANSIENT_TEXTS)
 
 
-def tmux_environ() -> dict[str, str]:
-    """The environment tmux clients run with: ours, minus TMUX and TMUX_PANE.
+def tmux_environ(base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment tmux clients run with: `base` (default ours), minus TMUX and
+    TMUX_PANE.
 
     With TMUX set, a tmux client without -L/-S talks to the server named there, so the
     "default server" would depend on where the-loop happens to run.
     """
-    return {k: v for k, v in os.environ.items() if k not in _STRIPPED_ENV}
+    source = os.environ if base is None else base
+    return {k: v for k, v in source.items() if k not in _STRIPPED_ENV}
 
 
 # tmux clients under way, so a process that stops can end them (`kill_clients`).
@@ -87,8 +89,13 @@ _CLIENTS: set[subprocess.Popen[bytes]] = set()
 _CLIENTS_LOCK = threading.Lock()
 
 
-def run(argv: Sequence[str], timeout: float, stdin: bytes | None = None) -> Answer:
-    """Run a tmux command line; never raises for tmux's failures.
+def run(
+    argv: Sequence[str],
+    timeout: float,
+    stdin: bytes | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Answer:
+    """Run a tmux command line (with `env` when given); never raises for tmux's failures.
 
     A client that outlives `timeout` is killed: tmux then fails its queued command at
     the point it needs the client (`load-buffer -` reading stdin), so a paste sent to a
@@ -100,7 +107,7 @@ def run(argv: Sequence[str], timeout: float, stdin: bytes | None = None) -> Answ
             stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            env=tmux_environ(),
+            env=tmux_environ(env),
         )
     except OSError as exc:
         return Answer(None, reason=f"cannot run {argv[0]}: {exc.strerror or exc}")

@@ -52,7 +52,11 @@ def echo_json(data: Any) -> None:
 
 
 def table(rows: list[list[str]], headers: list[str]) -> str:
-    """A plain aligned text table (no rich: keeps start-up fast)."""
+    """A plain aligned text table (no rich: keeps start-up fast); every cell is made
+    printable (terminal control sequences neutralised)."""
+    from ..terminal import printable
+
+    rows = [[printable(cell) for cell in row] for row in rows]
     widths = [len(h) for h in headers]
     for row in rows:
         for i, cell in enumerate(row):

@@ -12,18 +12,28 @@ from ..errors import OperationalError
 @click.option(
     "--timeout", type=float, default=20.0, hidden=True, help="Seconds to wait for each observation."
 )
-def demo(keep: bool, timeout: float) -> None:
+@click.option(
+    "--harness",
+    type=click.Choice(["claude-code", "codex"]),
+    default=None,
+    help="Run a real, installed CLI instead (against a loopback model API: no account).",
+)
+@click.option("--binary", default=None, help="The harness program (default: claude / codex).")
+def demo(keep: bool, timeout: float, harness: str | None, binary: str | None) -> None:
     """Run the whole loop on a private tmux server with the bundled demo agent."""
     from ..demo import Demo, Step
 
-    click.echo("the-loop demo: a local work item, the bundled demo agent, a private tmux server.")
+    agent = (
+        f"the real {harness} CLI and a loopback model API" if harness else "the bundled demo agent"
+    )
+    click.echo(f"the-loop demo: a local work item, {agent}, a private tmux server.")
 
     def narrate(step: Step) -> None:
         mark = "ok  " if step.ok else "FAIL"
         click.echo(f"[{mark}] {step.title}")
         click.echo(f"       {step.observed}")
 
-    runner = Demo(keep=keep, on_step=narrate, timeout=timeout)
+    runner = Demo(keep=keep, on_step=narrate, timeout=timeout, harness=harness, binary=binary)
     click.echo(f"working in {runner.report.workdir} (tmux socket {runner.report.socket})")
     report = runner.run()
     click.echo("")

@@ -9,6 +9,7 @@ import click
 from ._common import echo_json, runtime, table
 
 if TYPE_CHECKING:
+    from ..agent_env import Exposure
     from ..rotation.doctor import DoctorReport
 
 
@@ -73,19 +74,44 @@ def doctor(ctx: click.Context, fmt: str) -> None:
     environment, and how many sessions hold each distinct value."""
     from loop_tmux import TmuxUnavailable
 
+    from ..agent_env import exposure_summary, exposures
     from ..rotation.doctor import GlobalEnvironment, env_doctor, global_environment
     from ..rotation.launcher import require_env_file
 
     rt = runtime(ctx)
-    declared = require_env_file(rt.config)
     try:
         panes = rt.tmux.panes()
         tmux_global = global_environment(rt.tmux)
     except TmuxUnavailable as err:
         panes, tmux_global = [], GlobalEnvironment(None, str(err))
-    records = rt.store.registry.list("active") if rt.has_state else []
+    exposed = exposures(rt.config, tmux_global.values, panes)
+    credentials = render_exposures(exposed, tmux_global.error)
+    if rt.config.env.file is None:
+        # The credential check needs no env file; the per-name table does.
+        if fmt == "json":
+            echo_json({"file": None, "credentialExposure": exposure_summary(exposed)})
+        else:
+            click.echo("env file: none configured (key env.file)\n" + credentials)
+        return
+    declared = require_env_file(rt.config)
+    records = rt.store.registry.scan("active")[0] if rt.has_state else []
     report = env_doctor(declared, records, panes, tmux_global)
     if fmt == "json":
-        echo_json(report.to_dict())
+        echo_json({**report.to_dict(), "credentialExposure": exposure_summary(exposed)})
     else:
-        click.echo(render_text(report))
+        click.echo(render_text(report) + "\n" + credentials)
+
+
+def render_exposures(exposed: list[Exposure], tmux_error: str | None) -> str:
+    """The credential lines of the doctor: where an agent can read a daemon credential."""
+    if tmux_error:
+        return f"daemon credentials: not checked (tmux: {tmux_error})"
+    if not exposed:
+        return "daemon credentials: none visible to agents (tmux global environment, panes)"
+    lines = [f"daemon credentials: {len(exposed)} visible to agents"]
+    lines += [f"  {e.line()}" for e in exposed]
+    lines.append(
+        "  remedy: stop the sessions and the tmux server (`tmux -L SOCKET kill-server`); "
+        "the-loop restarts it with a clean environment"
+    )
+    return "\n".join(lines)

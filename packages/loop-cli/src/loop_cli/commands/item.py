@@ -88,3 +88,54 @@ def list_(ctx: click.Context, fmt: str, state: str | None) -> None:
         return
     rows = [[str(i.ref), i.state, str(i.comments), i.author, i.title[:60]] for i in items]
     click.echo(table(rows, ["REF", "STATE", "COMMENTS", "AUTHOR", "TITLE"]))
+
+
+@item.command("show")
+@click.argument("ref")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+@click.pass_context
+def show(ctx: click.Context, ref: str, fmt: str) -> None:
+    """Show an item with every comment, whole (a cut prompt points here)."""
+    from ..errors import UsageError
+    from ..terminal import printable
+
+    parsed = parse_ref(ref)
+    rt = runtime(ctx)
+    if not rt.has_state:
+        raise UsageError(f"no local item {parsed}; see `the-loop item list`")
+    tracker = _tracker(ctx)
+    found = tracker.get(parsed) if parsed.source == "local" else None
+    activity = tracker.activity(parsed)  # refuses a non-local or unknown ref
+    assert found is not None
+    if fmt == "json":
+        echo_json(
+            {
+                "ref": str(found.ref),
+                "title": found.title,
+                "state": found.state,
+                "author": found.author,
+                "createdAt": found.created_at.isoformat(),
+                "activity": [
+                    {
+                        "seq": a.seq,
+                        "kind": a.kind,
+                        "author": a.author,
+                        "body": a.body,
+                        "createdAt": a.created_at.isoformat(),
+                    }
+                    for a in activity
+                ],
+            }
+        )
+        return
+    lines = [
+        f"{found.ref}  {found.state}  by {printable(found.author)}",
+        f"title: {printable(found.title)}",
+    ]
+    for a in activity:
+        lines.append(
+            f"--- #{a.seq} {a.kind} by {printable(a.author)} at {a.created_at:%Y-%m-%d %H:%M:%S}"
+        )
+        if a.body:
+            lines.append(printable(a.body, lines=True))
+    click.echo("\n".join(lines))

@@ -8,6 +8,7 @@ import click
 
 from ..errors import OperationalError
 from ..lazy import LazyGroup
+from ..terminal import printable
 from ._common import echo_json, parse_ref, runtime, table
 
 # Subcommands written elsewhere in loop-cli, imported only when run.
@@ -29,9 +30,13 @@ def sessions() -> None:
 @click.pass_context
 def list_(ctx: click.Context, fmt: str) -> None:
     """Registered sessions with their tmux presence (one tmux call)."""
-    from ..sessions import list_rows
+    from ..sessions import list_rows, quarantine_lines
 
-    rows = list_rows(runtime(ctx))
+    rt = runtime(ctx)
+    rows = list_rows(rt)
+    quarantined = quarantine_lines(rt)
+    for line in quarantined:  # stderr: JSON output stays exactly the rows
+        click.echo(printable(line), err=True)
     if fmt == "json":
         echo_json(rows)
         return
@@ -42,7 +47,7 @@ def list_(ctx: click.Context, fmt: str) -> None:
     headers = ["REF", "TMUX", "STATUS", "PRESENCE", "HARNESS", "CONVERSATION", "UPDATED"]
     body = [
         [
-            r["ref"],
+            r["displayRef"],
             r["tmuxName"],
             r["status"],
             r["presence"],
@@ -96,10 +101,28 @@ def reset(ctx: click.Context, refs: tuple[str, ...], all_: bool, dry_run: bool) 
 
     The poll ledger is kept, so comments already handled are not forwarded again.
     """
-    from ..sessions import apply_reset, reset_plans
+    from loop_dispatch import RefError
+
+    from ..sessions import apply_reset, reset_plans, reset_quarantined
 
     rt = runtime(ctx)
-    plans = reset_plans(rt, [parse_ref(r) for r in refs], all_)
+    parsed, raw = [], []
+    for text in refs:
+        try:
+            parsed.append(parse_ref(text))
+        except RefError:
+            raw.append(text)  # only a quarantined row's exact text is accepted
+    if all_ and rt.has_state:
+        raw = [q.key for q in rt.store.registry.quarantined()]
+    if raw and not dry_run:
+        for key in reset_quarantined(rt, raw):
+            click.echo(f"reset quarantined row {printable(key)!r}: forgotten")
+    elif raw:
+        for key in raw:
+            click.echo(f"would reset quarantined row {printable(key)!r}: forget the row")
+    if raw and not parsed and not all_:
+        return
+    plans = reset_plans(rt, parsed, all_)
     if not plans:
         click.echo("no sessions registered; nothing to reset")
         return

@@ -93,6 +93,35 @@ def _log_event(rt: Runtime) -> Any:
     return record
 
 
+def _rejections(rt: Runtime) -> Any:
+    """`on_reject` / `on_limit` as `webhook.rejected` events: one per cause per minute,
+    with how many were folded into it (a flood never floods the event log)."""
+    import threading
+    import time
+
+    last: dict[tuple[int, str], float] = {}
+    folded: dict[tuple[int, str], int] = {}
+    lock = threading.Lock()
+
+    def record(status: int, reason: str) -> None:
+        cause = (status, reason[:200])
+        now = time.monotonic()
+        with lock:
+            if cause in last and now - last[cause] < 60.0:
+                folded[cause] = folded.get(cause, 0) + 1
+                return
+            last[cause] = now
+            more = folded.pop(cause, 0)
+        rt.event_log.emit(
+            "webhook.rejected",
+            level="warning",
+            source="gh-webhook",
+            detail={"status": status, "reason": cause[1], "folded": more},
+        )
+
+    return record
+
+
 def _drain_lifespan(rt: Runtime, drain: Any) -> Any:
     """Run the inbox drain beside the server; stop it (within its grace) on shutdown.
 
@@ -160,6 +189,7 @@ def start(
 
     from ..heartbeat import beat, stopped
     from ..webhook.app import create_app
+    from ..webhook.guard import Limits
     from ..webhook.seen import InboxAccept, LogAccept
     from ..webhook.server import serve
 
@@ -184,6 +214,13 @@ def start(
         session_per_pr=cfg.github.session_per_pr,
         has_session=_has_session(store) if route else None,
         lifespan=lifespan,
+        on_reject=(rejected := _rejections(rt)),
+    )
+    limits = Limits(
+        header_timeout=cfg.webhook.header_timeout_seconds,
+        body_timeout=cfg.webhook.body_timeout_seconds,
+        keep_alive=cfg.webhook.keep_alive_seconds,
+        max_connections=cfg.webhook.max_connections,
     )
     started = datetime.now(timezone.utc)
     stats = app.state.stats
@@ -201,7 +238,16 @@ def start(
         click.echo(f"gh-webhook listening on http://{host}:{bound} ({mode}; {signed})", err=True)
 
     try:
-        serve(app, host, port, heartbeat=heartbeat, interval=HEARTBEAT_SECONDS, on_started=announce)
+        serve(
+            app,
+            host,
+            port,
+            heartbeat=heartbeat,
+            interval=HEARTBEAT_SECONDS,
+            on_started=announce,
+            limits=limits,
+            on_limit=lambda cause: rejected(503 if cause == "connections" else 408, cause),
+        )
     except OSError as exc:
         raise OperationalError(
             f"gh-webhook: cannot listen on {host}:{port}: {exc.strerror}"

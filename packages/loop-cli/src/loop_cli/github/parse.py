@@ -74,18 +74,18 @@ class CommentInfo:
 
 def source_name(repository: str) -> str:
     """The `source` part of a GitHub comment's delivery id: `github:OWNER/REPO`."""
-    return f"github:{repository}"
+    return f"github:{repository.lower()}"
 
 
 def opened_delivery_id(repository: str, number: int) -> str:
     """One opening per item: the poller and the webhook derive the same id."""
-    return f"opened:github:{repository}#{number}"
+    return f"opened:github:{repository.lower()}#{number}"
 
 
 def closed_delivery_id(repository: str, number: int, closed_at: datetime | None) -> str:
     """One id per closing (a reopened and re-closed item closes again)."""
     stamp = closed_at.strftime("%Y%m%dT%H%M%SZ") if closed_at else "unknown"
-    return f"closed:github:{repository}#{number}:{stamp}"
+    return f"closed:github:{repository.lower()}#{number}:{stamp}"
 
 
 def carries_marker(body: str) -> bool:
@@ -189,24 +189,24 @@ def _stamp(moment: datetime | None) -> str:
 
 
 def pr_opened_delivery_id(repository: str, number: int) -> str:
-    return f"pr-opened:github:{repository}#{number}"
+    return f"pr-opened:github:{repository.lower()}#{number}"
 
 
 def pr_closed_delivery_id(repository: str, number: int, closed_at: datetime | None) -> str:
-    return f"pr-closed:github:{repository}#{number}:{_stamp(closed_at)}"
+    return f"pr-closed:github:{repository.lower()}#{number}:{_stamp(closed_at)}"
 
 
 def review_delivery_id(repository: str, review_id: int) -> str:
-    return f"review:github:{repository}:{review_id}"
+    return f"review:github:{repository.lower()}:{review_id}"
 
 
 def review_comment_delivery_id(repository: str, comment_id: int) -> str:
-    return f"review-comment:github:{repository}:{comment_id}"
+    return f"review-comment:github:{repository.lower()}:{comment_id}"
 
 
 def check_delivery_id(repository: str, what: str, check_id: int, conclusion: str) -> str:
     """`what` is `run` or `suite`; a re-run that fails again is a new check id."""
-    return f"check-{what}:github:{repository}:{check_id}:{conclusion}"
+    return f"check-{what}:github:{repository.lower()}:{check_id}:{conclusion}"
 
 
 @dataclass(frozen=True)

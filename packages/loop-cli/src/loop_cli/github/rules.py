@@ -1,4 +1,8 @@
-"""Which work item a pull request's activity belongs to, and which CI results count.
+"""GitHub's rules, in one place: whose text counts, which work item activity belongs
+to, and the Event each activity is (issue 10: the poller and the webhook both ask here,
+so they agree on refs, delivery ids and actors; OWNER/REPO is canonical lower case).
+
+Which work item a pull request's activity belongs to, and which CI results count.
 
 A PR links to an issue the ways GitHub and the-loop's agents link them: a closing
 keyword in its body (`Fixes #3`, `closes acme/widgets#3`, `resolves
@@ -15,6 +19,7 @@ reaches the same item by either road.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -23,11 +28,18 @@ from loop_dispatch import Event, EventKind, WorkItemRef, comment_delivery_id
 
 __all__ = [
     "FAILED_CONCLUSIONS",
+    "Ignored",
     "PullRequest",
+    "Rules",
     "branch_item",
+    "canonical_repository",
     "check_event",
+    "closed_event",
     "closing_numbers",
+    "comment_delivery",
+    "comment_event",
     "link_target",
+    "opened_event",
     "parse_pull",
     "person_counts",
     "pr_closed_event",
@@ -287,3 +299,122 @@ def check_event(target: WorkItemRef, repository: str, check: Any) -> Event:
 
 def _subject(target: WorkItemRef, number: int, what: str) -> str:
     return "" if target.number == number else f"{_pr_words(number)}, {what}"
+
+
+# -- issues: the rules and events of the issue ingresses (issue 10) -------------------
+
+
+@dataclass(frozen=True)
+class Ignored:
+    """Activity that is not an event, and why."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Rules:
+    """Who and what counts. Logins and repositories compare case-insensitively, like
+    GitHub's."""
+
+    trigger_label: str
+    authorized_actors: frozenset[str]
+    own_login: str | None = None
+    repositories: frozenset[str] | None = None  # None: any repository
+    session_per_pr: bool = False  # an unlinked PR is its own work item
+    # Does this item have an active session? An unlinked PR that has one of its own
+    # (labeled, or `sessions start`) keeps hearing its activity, as via the poller.
+    has_session: Callable[[WorkItemRef], bool] | None = None
+
+    @classmethod
+    def build(
+        cls,
+        trigger_label: str,
+        authorized_actors: Iterable[str],
+        own_login: str | None = None,
+        repositories: Iterable[str] | None = None,
+        session_per_pr: bool = False,
+        has_session: Callable[[WorkItemRef], bool] | None = None,
+    ) -> Rules:
+        return cls(
+            trigger_label=trigger_label,
+            authorized_actors=frozenset(a.lower() for a in authorized_actors),
+            own_login=own_login.lower() if own_login else None,
+            repositories=frozenset(r.lower() for r in repositories) if repositories else None,
+            session_per_pr=session_per_pr,
+            has_session=has_session,
+        )
+
+    def watches(self, repository: str) -> bool:
+        return self.repositories is None or repository.lower() in self.repositories
+
+    def comment_ignored(self, comment: Any) -> Ignored | None:
+        """Why a comment is not a prompt, or None when it counts (`person_counts`)."""
+        why = person_counts(comment.author, comment.body, self.authorized_actors, self.own_login)
+        if not why:
+            return None
+        return Ignored(f"comment {why}" if not why.endswith("actor") else why)
+
+
+def canonical_repository(repository: str) -> str:
+    """OWNER/REPO as refs and delivery ids spell it (GitHub names are case-insensitive)."""
+    return repository.lower()
+
+
+def _ref(repository: str, number: int) -> WorkItemRef:
+    return WorkItemRef("github", canonical_repository(repository), number)
+
+
+def comment_delivery(repository: str, comment_id: int | str) -> str:
+    """A comment's delivery id: `comment:github:owner/repo:ID`."""
+    from .parse import source_name
+
+    return comment_delivery_id(source_name(repository), str(comment_id))
+
+
+def comment_event(repository: str, comment: Any, rules: Rules) -> Event | Ignored:
+    """An issue comment's Event, or why it is ignored."""
+    ignored = rules.comment_ignored(comment)
+    if ignored is not None:
+        return ignored
+    return Event(
+        delivery_id=comment_delivery(repository, comment.id),
+        work_item=_ref(repository, comment.issue_number),
+        kind=EventKind.COMMENT,
+        actor=comment.author,
+        body=comment.body,
+        url=comment.url,
+        created_at=comment.created_at,
+        comment_id=str(comment.id),
+    )
+
+
+def opened_event(repository: str, issue: Any) -> Event:
+    """An item taken on (labeled): its title and body open the session."""
+    from .parse import opened_delivery_id
+
+    body = issue.title if not issue.body else f"{issue.title}\n\n{issue.body}"
+    return Event(
+        delivery_id=opened_delivery_id(repository, issue.number),
+        work_item=_ref(repository, issue.number),
+        kind=EventKind.OPENED,
+        actor=issue.author,
+        body=body,
+        url=issue.url,
+        created_at=issue.updated_at,
+    )
+
+
+def closed_event(repository: str, issue: Any) -> Event:
+    """An item closed. The actor is empty on both paths: a REST listing does not say
+    who closed it, and a closing carries no text to attribute."""
+    from .parse import closed_delivery_id
+
+    return Event(
+        delivery_id=closed_delivery_id(repository, issue.number, issue.closed_at),
+        work_item=_ref(repository, issue.number),
+        kind=EventKind.CLOSED,
+        actor="",
+        body="",
+        url=issue.url,
+        created_at=issue.closed_at or issue.updated_at,
+    )

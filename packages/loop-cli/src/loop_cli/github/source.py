@@ -28,22 +28,26 @@ from typing import Any
 
 import httpx
 
-from loop_dispatch import Event, EventKind, PollBatch, WorkItemRef, comment_delivery_id
+from loop_dispatch import Event, PollBatch, WorkItemRef
 
 from .client import GitHubClient, GitHubError, Listing
 from .parse import (
     CommentInfo,
     IssueInfo,
     ParseError,
-    carries_marker,
-    closed_delivery_id,
     opened_delivery_id,
     parse_comment,
     parse_issue,
     parse_time,
-    source_name,
 )
 from .pulls import PullTracker
+from .rules import (
+    Rules,
+    closed_event,
+    comment_delivery,
+    comment_event,
+    opened_event,
+)
 
 __all__ = ["CURSOR_VERSION", "GitHubSource", "RepoCursor"]
 
@@ -152,6 +156,7 @@ class GitHubSource:
         self.repositories = list(repositories)
         self.trigger_label = trigger_label
         self.authorized = {actor.lower() for actor in authorized_actors}
+        self._authorized_actors = list(authorized_actors)
         self.store = store
         self.github = github or GitHubClient(token, api_url, client=client)
         self._clock = clock
@@ -186,7 +191,7 @@ class GitHubSource:
                     result = self._first_cycle(repository, own, mine)
                 else:
                     result = self._cycle(repository, previous, own, mine)
-            except (GitHubError, ParseError) as exc:
+            except (GitHubError, ParseError, ValueError) as exc:  # ValueError: a bad ref
                 batch.errors.append(f"{repository}: {exc}")
                 continue
             state[repository] = result.cursor
@@ -268,9 +273,7 @@ class GitHubSource:
         cursor.polled_at = _iso(now)
         comments = self._comments(repository, cursor, now)
         result.baseline.extend(
-            comment_delivery_id(source_name(repository), str(c.id))
-            for c in comments
-            if c.issue_number in watched
+            comment_delivery(repository, c.id) for c in comments if c.issue_number in watched
         )
         return result
 
@@ -427,30 +430,17 @@ class GitHubSource:
         """A listed comment becomes an event, a baseline id, or nothing."""
         if item.issue_number not in watched:
             return
-        delivery = comment_delivery_id(source_name(repository), str(item.id))
         started = new_by_session.get(item.issue_number)
         before_label = item.issue_number in new_by_label and (
             (looked := new_by_label[item.issue_number]) is None or item.created_at <= looked
         )
         if before_label or (started is not None and item.created_at < started):
-            result.baseline.append(delivery)
+            result.baseline.append(comment_delivery(repository, item.id))
             return
-        if item.author.lower() == own or carries_marker(item.body):
-            return
-        if item.author.lower() not in self.authorized:
-            return
-        result.events.append(
-            Event(
-                delivery_id=delivery,
-                work_item=WorkItemRef("github", repository, item.issue_number),
-                kind=EventKind.COMMENT,
-                actor=item.author,
-                body=item.body,
-                url=item.url,
-                created_at=item.created_at,
-                comment_id=str(item.id),
-            )
-        )
+        rules = Rules.build(self.trigger_label, self._authorized_actors, own)
+        event = comment_event(repository, item, rules)
+        if isinstance(event, Event):
+            result.events.append(event)
 
     def _advance(self, since: str, latest: datetime | None, full: bool) -> str:
         """The next window start: kept while the window is short, so the ETag of this
@@ -465,27 +455,10 @@ class GitHubSource:
         return max(since, _iso(latest - self._overlap))
 
     def _opened(self, repository: str, issue: IssueInfo) -> Event:
-        body = issue.title if not issue.body else f"{issue.title}\n\n{issue.body}"
-        return Event(
-            delivery_id=opened_delivery_id(repository, issue.number),
-            work_item=WorkItemRef("github", repository, issue.number),
-            kind=EventKind.OPENED,
-            actor=issue.author,
-            body=body,
-            url=issue.url,
-            created_at=issue.updated_at,
-        )
+        return opened_event(repository, issue)
 
     def _closed(self, repository: str, issue: IssueInfo) -> Event:
-        return Event(
-            delivery_id=closed_delivery_id(repository, issue.number, issue.closed_at),
-            work_item=WorkItemRef("github", repository, issue.number),
-            kind=EventKind.CLOSED,
-            actor="",
-            body="",
-            url=issue.url,
-            created_at=issue.closed_at or issue.updated_at,
-        )
+        return closed_event(repository, issue)
 
 
 def _full(listing: Listing) -> bool:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -49,9 +49,12 @@ class EnvFileLauncher:
     file: Path
     config_path: Path | None = None
     python: str | None = None
+    # Where the harness keeps its own files (harness.stateDir -> CLAUDE_CONFIG_DIR /
+    # CODEX_HOME): every start and relaunch must agree with what the adapter reads.
+    harness_env: Mapping[str, str] = field(default_factory=dict)
 
     def sets(self, record: SessionRecord) -> dict[str, str]:
-        return own_environment(record, self.config_path)
+        return {**own_environment(record, self.config_path), **self.harness_env}
 
     def argv(self, sets: Mapping[str, str], harness_argv: Sequence[str]) -> list[str]:
         """`loop-envstate exec FILE --set ... -- harness_argv` (the launcher resolved once)."""
@@ -86,7 +89,16 @@ def build_launcher(config: Config, config_path: Path | None = None) -> EnvFileLa
     if file is None:
         return None
     resolved = Path(os.path.abspath(config_path)) if config_path is not None else None
-    return EnvFileLauncher(file=file, config_path=resolved)
+    return EnvFileLauncher(file=file, config_path=resolved, harness_env=harness_state_env(config))
+
+
+def harness_state_env(config: Config) -> dict[str, str]:
+    """`CLAUDE_CONFIG_DIR` / `CODEX_HOME` for a configured `harness.stateDir`, else {}."""
+    state = config.harness.state_dir
+    name = {"claude-code": "CLAUDE_CONFIG_DIR", "codex": "CODEX_HOME"}.get(config.harness.adapter)
+    if state is None or name is None:
+        return {}
+    return {name: os.path.abspath(os.path.expanduser(state))}
 
 
 def require_env_file(config: Config) -> EnvFile:

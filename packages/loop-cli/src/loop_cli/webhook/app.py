@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import re
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -34,7 +35,7 @@ from .payload import Ignored, PayloadError, Rules, to_event
 from .seen import GroundChanged
 from .verify import verify_signature
 
-__all__ = ["DEFAULT_MAX_BODY", "Accept", "create_app"]
+__all__ = ["DEFAULT_MAX_BODY", "MAX_JSON_DEPTH", "Accept", "OnReject", "create_app", "json_depth"]
 
 # accept(guid, github_event_name, event) -> "accepted" | "duplicate"; commits first.
 Accept = Callable[[str, str, Event], str]
@@ -43,13 +44,32 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MAX_BODY = 1024 * 1024  # issue and comment payloads are far below this
 _GUID_MAX = 200
+MAX_JSON_DEPTH = 64  # GitHub's payloads nest under 10 deep
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_JSON_NESTING = re.compile(rb"[\[\]{}]")
+
+# on_reject(status, reason): every refused delivery, for the `webhook.rejected` event.
+OnReject = Callable[[int, str], None]
+
+
+def json_depth(body: bytes) -> int:
+    """How deep the JSON text nests (brackets outside strings), without parsing it:
+    a body nested 200,000 deep must be refused before the parser recurses."""
+    depth = deepest = 0
+    for match in _JSON_NESTING.finditer(_JSON_STRING.sub(b'""', body)):
+        if match.group() in (b"[", b"{"):
+            depth += 1
+            deepest = max(deepest, depth)
+        else:
+            depth -= 1
+    return deepest
 
 
 class _TooLarge(Exception):
     pass
 
 
-def _answer(status: int, outcome: str, stats: Counter[str], **extra: Any) -> JSONResponse:
+def _respond(status: int, outcome: str, stats: Counter[str], **extra: Any) -> JSONResponse:
     stats[outcome] += 1
     return JSONResponse({"status": outcome, **extra}, status_code=status)
 
@@ -78,6 +98,7 @@ def create_app(
     session_per_pr: bool = False,
     has_session: Callable[[Any], bool] | None = None,
     lifespan: Callable[[Starlette], contextlib.AbstractAsyncContextManager[None]] | None = None,
+    on_reject: OnReject | None = None,
 ) -> Starlette:
     """The receiver. `accept` runs in a worker thread, never on the event loop.
 
@@ -90,6 +111,14 @@ def create_app(
         trigger_label, authorized_actors, own_login, repositories, session_per_pr, has_session
     )
     stats: Counter[str] = Counter()
+
+    def _answer(status: int, outcome: str, stats: Counter[str], **extra: Any) -> JSONResponse:
+        if status >= 400 and on_reject is not None:
+            try:
+                on_reject(status, str(extra.get("reason", outcome)))
+            except Exception as exc:  # recording a refusal must never change the answer
+                log.warning("webhook: could not record a rejection: %s", type(exc).__name__)
+        return _respond(status, outcome, stats, **extra)
 
     async def receive(request: Request) -> JSONResponse:
         try:
@@ -126,9 +155,13 @@ def create_app(
             return _answer(400, "rejected", stats, reason="X-GitHub-Event missing")
         if not guid or len(guid) > _GUID_MAX:
             return _answer(400, "rejected", stats, reason="X-GitHub-Delivery missing or too long")
+        if json_depth(body) > MAX_JSON_DEPTH:
+            return _answer(
+                400, "rejected", stats, reason=f"JSON nested deeper than {MAX_JSON_DEPTH}"
+            )
         try:
             payload = json.loads(body)
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):
             return _answer(400, "rejected", stats, reason="body is not valid JSON")
         if kind == "ping":
             return _answer(200, "pong", stats)

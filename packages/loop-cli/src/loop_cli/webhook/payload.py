@@ -9,19 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from loop_dispatch import Event, EventKind, WorkItemRef, comment_delivery_id
+from loop_dispatch import Event
 
-from ..github.parse import (
-    ParseError,
-    carries_marker,
-    closed_delivery_id,
-    opened_delivery_id,
-    parse_comment,
-    parse_issue,
-    source_name,
-)
+from ..github.parse import ParseError, parse_comment, parse_issue
+from ..github.rules import Ignored, Rules, closed_event, comment_event, opened_event
 from . import pulls
-from .verdict import Ignored, PayloadError, Rules
 
 __all__ = ["HANDLED", "Ignored", "PayloadError", "Rules", "to_event"]
 
@@ -38,25 +30,16 @@ PR_KINDS = frozenset(
 HANDLED = frozenset({"issues", "issue_comment"}) | PR_KINDS
 
 
+class PayloadError(ValueError):
+    """A payload missing what its event type must carry; the message names the field."""
+
+
 def _repository(payload: dict[str, Any]) -> str:
     repo = payload.get("repository")
     name = repo.get("full_name") if isinstance(repo, dict) else None
     if not isinstance(name, str) or name.count("/") != 1:
         raise PayloadError("repository.full_name: expected OWNER/REPO")
     return name
-
-
-def _ref(repository: str, number: int) -> WorkItemRef:
-    try:
-        return WorkItemRef("github", repository, number)
-    except ValueError as exc:
-        raise PayloadError(f"repository.full_name: {exc}") from None
-
-
-def _sender(payload: dict[str, Any]) -> str:
-    sender = payload.get("sender")
-    login = sender.get("login") if isinstance(sender, dict) else None
-    return login if isinstance(login, str) else ""
 
 
 def to_event(kind: str, payload: Any, rules: Rules) -> Event | Ignored:
@@ -69,7 +52,7 @@ def to_event(kind: str, payload: Any, rules: Rules) -> Event | Ignored:
     if not isinstance(action, str):
         raise PayloadError("action: expected a string")
     repository = _repository(payload)
-    if rules.repositories is not None and repository.lower() not in rules.repositories:
+    if not rules.watches(repository):
         return Ignored(f"repository {repository} is not configured")
     try:
         if kind in PR_KINDS:
@@ -84,6 +67,8 @@ def to_event(kind: str, payload: Any, rules: Rules) -> Event | Ignored:
         return _issue(action, payload, repository, issue, rules)
     except ParseError as exc:
         raise PayloadError(str(exc)) from None
+    except ValueError as exc:  # a ref that could not be read back (RefError)
+        raise PayloadError(f"issue.number / repository.full_name: {exc}") from None
 
 
 def _comment(
@@ -92,29 +77,12 @@ def _comment(
     if action != "created":
         return Ignored(f"issue_comment action {action!r} is not handled")
     comment = parse_comment(payload.get("comment"), "comment", issue_number=number)
-    author = comment.author.lower()
-    if rules.own_login and author == rules.own_login:
-        return Ignored("comment written by the-loop's own account")
-    if carries_marker(comment.body):
-        return Ignored("comment carries the-loop's marker")
-    if author not in rules.authorized_actors:
-        return Ignored(f"{comment.author} is not an authorized actor")
-    return Event(
-        delivery_id=comment_delivery_id(source_name(repository), str(comment.id)),
-        work_item=_ref(repository, number),
-        kind=EventKind.COMMENT,
-        actor=comment.author,
-        body=comment.body,
-        url=comment.url,
-        created_at=comment.created_at,
-        comment_id=str(comment.id),
-    )
+    return comment_event(repository, comment, rules)
 
 
 def _issue(
     action: str, payload: dict[str, Any], repository: str, issue: Any, rules: Rules
 ) -> Event | Ignored:
-    ref = _ref(repository, issue.number)
     if action == "labeled":
         label = payload.get("label")
         name = label.get("name") if isinstance(label, dict) else None
@@ -124,24 +92,7 @@ def _issue(
             return Ignored(f"label {name!r} is not the trigger label")
         if issue.state != "open":
             return Ignored("labeled item is closed")
-        body = issue.title if not issue.body else f"{issue.title}\n\n{issue.body}"
-        return Event(
-            delivery_id=opened_delivery_id(repository, issue.number),
-            work_item=ref,
-            kind=EventKind.OPENED,
-            actor=issue.author,
-            body=body,
-            url=issue.url,
-            created_at=issue.updated_at,
-        )
+        return opened_event(repository, issue)
     if action == "closed":
-        return Event(
-            delivery_id=closed_delivery_id(repository, issue.number, issue.closed_at),
-            work_item=ref,
-            kind=EventKind.CLOSED,
-            actor=_sender(payload),
-            body="",
-            url=issue.url,
-            created_at=issue.closed_at or issue.updated_at,
-        )
+        return closed_event(repository, issue)
     return Ignored(f"issues action {action!r} is not handled")

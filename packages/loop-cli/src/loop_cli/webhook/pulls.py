@@ -22,7 +22,9 @@ from ..github.parse import (
 )
 from ..github.rules import (
     FAILED_CONCLUSIONS,
+    Ignored,
     PullRequest,
+    Rules,
     branch_item,
     check_event,
     link_target,
@@ -35,7 +37,6 @@ from ..github.rules import (
     review_event,
     review_worth_routing,
 )
-from .verdict import Ignored, Rules
 
 __all__ = ["pr_issue_comment", "to_event"]
 

@@ -6,6 +6,7 @@ gracefully (the app's lifespan drains the worker); the heartbeat thread stops wi
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import signal
 import socket
@@ -14,10 +15,15 @@ from collections.abc import Callable
 from typing import Any
 
 import uvicorn
+from uvicorn._compat import asyncio_run
+
+from .guard import Limits, guarded_protocol, loop_exception_handler, make_room, quiet_server_logs
 
 __all__ = ["serve"]
 
 log = logging.getLogger(__name__)
+
+MAX_HEADER_BYTES = 64 * 1024  # GitHub's headers are a few KB
 
 
 def serve(
@@ -29,8 +35,22 @@ def serve(
     interval: float = 15.0,
     on_started: Callable[[int], None] | None = None,
     log_level: str = "warning",
+    limits: Limits | None = None,
+    on_limit: Callable[[str], None] | None = None,
 ) -> None:
-    """Serve until SIGTERM/SIGINT. Raises OSError when the address cannot be bound."""
+    """Serve until SIGTERM/SIGINT. Raises OSError when the address cannot be bound.
+
+    `limits` (see guard.py) bound how long a request may take to arrive and how many
+    connections may be open; `on_limit(cause)` hears of each refused or cut one."""
+    limits = limits or Limits()
+    fitting = make_room(limits.max_connections)
+    if fitting < limits.max_connections:
+        log.warning(
+            "webhook: the descriptor limit fits %d connections, not webhook.maxConnections=%d",
+            fitting,
+            limits.max_connections,
+        )
+        limits = Limits(limits.header_timeout, limits.body_timeout, limits.keep_alive, fitting)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -43,7 +63,14 @@ def serve(
         sock.close()
         raise
     config = uvicorn.Config(
-        app, log_level=log_level, access_log=False, lifespan="on", server_header=False
+        app,
+        log_level=log_level,
+        access_log=False,
+        lifespan="on",
+        server_header=False,
+        http=guarded_protocol(limits, on_limit),
+        timeout_keep_alive=max(1, round(limits.keep_alive)),
+        h11_max_incomplete_event_size=MAX_HEADER_BYTES,
     )
     server = uvicorn.Server(config)
     done = threading.Event()
@@ -66,9 +93,16 @@ def serve(
     ticker = threading.Thread(target=beat, name="the-loop-webhook-heartbeat", daemon=True)
     ticker.start()
     previous = _absorb_stop_signals(server)
+    undo_logs = quiet_server_logs()
+
+    async def run() -> None:
+        asyncio.get_running_loop().set_exception_handler(loop_exception_handler())
+        await server.serve(sockets=[sock])
+
     try:
-        server.run(sockets=[sock])
+        asyncio_run(run(), loop_factory=config.get_loop_factory())
     finally:
+        undo_logs()
         done.set()
         ticker.join(timeout=5)
         sock.close()

@@ -1,0 +1,279 @@
+"""A model API on loopback, so the real coding-agent CLIs run with no account and offline.
+
+It speaks just enough of two wire formats, streaming as the real services do:
+
+- Anthropic Messages (`POST /v1/messages`, Claude Code): SSE `message_start`,
+  `content_block_start`, `content_block_delta`, `content_block_stop`, `message_delta`,
+  `message_stop`; or one JSON message when the request does not ask to stream.
+- OpenAI Responses (`POST /v1/responses`, Codex): SSE `response.created`,
+  `response.output_item.added`, `response.output_text.delta`, `response.output_item.done`,
+  `response.completed`.
+
+Every request is recorded (path and JSON body), so a test asks what the model really saw
+rather than what the-loop says it sent. The reply is a short fixed text naming how many
+user turns the request carried, never a tool call: the agents stay idle between turns.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+__all__ = ["FakeModelServer", "Request", "user_texts"]
+
+REPLY = "Noted."
+
+
+@dataclass(frozen=True)
+class Request:
+    """One recorded request: the API it used, its JSON body, when it arrived
+    (`time.monotonic()`, for latency figures)."""
+
+    path: str
+    body: dict[str, Any]
+    received: float = field(default_factory=time.monotonic)
+
+    @property
+    def api(self) -> str:
+        return "responses" if self.path.rstrip("/").endswith("/responses") else "messages"
+
+
+def _texts(content: Any) -> Iterator[str]:
+    """Text pieces of a message's content (a string or a list of typed blocks)."""
+    if isinstance(content, str):
+        yield content
+        return
+    if isinstance(content, list):
+        for block in content:
+            if isinstance(block, dict) and isinstance(block.get("text"), str):
+                yield block["text"]
+
+
+def user_texts(body: dict[str, Any]) -> list[str]:
+    """The user turns a request carries, oldest first (either API's shape)."""
+    turns = body.get("messages") if "messages" in body else body.get("input")
+    if isinstance(turns, str):
+        return [turns]
+    out = []
+    for turn in turns or []:
+        if isinstance(turn, dict) and turn.get("role") == "user":
+            out.append("\n".join(_texts(turn.get("content"))))
+    return out
+
+
+def _sse(event: str, data: dict[str, Any]) -> bytes:
+    return f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
+
+
+def _anthropic_stream(model: str, text: str) -> Iterator[bytes]:
+    mid = f"msg_{uuid.uuid4().hex[:24]}"
+    usage = {"input_tokens": 10, "output_tokens": 0}
+    message: dict[str, Any] = {
+        "id": mid,
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": usage,
+    }
+    yield _sse("message_start", {"type": "message_start", "message": message})
+    yield _sse(
+        "content_block_start",
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+    )
+    yield _sse(
+        "content_block_delta",
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}},
+    )
+    yield _sse("content_block_stop", {"type": "content_block_stop", "index": 0})
+    yield _sse(
+        "message_delta",
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+            "usage": {"output_tokens": 2},
+        },
+    )
+    yield _sse("message_stop", {"type": "message_stop"})
+
+
+def _anthropic_message(model: str, text: str) -> dict[str, Any]:
+    return {
+        "id": f"msg_{uuid.uuid4().hex[:24]}",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": [{"type": "text", "text": text}],
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": 10, "output_tokens": 2},
+    }
+
+
+def _responses_stream(model: str, text: str) -> Iterator[bytes]:
+    rid = f"resp_{uuid.uuid4().hex[:24]}"
+    item_id = f"msg_{uuid.uuid4().hex[:24]}"
+    base = {"id": rid, "object": "response", "model": model, "output": []}
+    yield _sse(
+        "response.created",
+        {"type": "response.created", "response": {**base, "status": "in_progress"}},
+    )
+    item = {"id": item_id, "type": "message", "role": "assistant", "status": "in_progress"}
+    yield _sse(
+        "response.output_item.added",
+        {"type": "response.output_item.added", "output_index": 0, "item": {**item, "content": []}},
+    )
+    yield _sse(
+        "response.output_text.delta",
+        {
+            "type": "response.output_text.delta",
+            "item_id": item_id,
+            "output_index": 0,
+            "content_index": 0,
+            "delta": text,
+        },
+    )
+    done = {
+        **item,
+        "status": "completed",
+        "content": [{"type": "output_text", "text": text, "annotations": []}],
+    }
+    yield _sse(
+        "response.output_item.done",
+        {"type": "response.output_item.done", "output_index": 0, "item": done},
+    )
+    usage = {
+        "input_tokens": 10,
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": 2,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": 12,
+    }
+    completed = {**base, "status": "completed", "output": [done], "usage": usage}
+    yield _sse("response.completed", {"type": "response.completed", "response": completed})
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return  # quiet: the recorded requests are the log
+
+    def _reply(self, status: int, body: dict[str, Any]) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _stream(self, chunks: Iterator[bytes]) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        for chunk in chunks:
+            self.wfile.write(chunk)
+            self.wfile.flush()
+        self.close_connection = True
+
+    def do_GET(self) -> None:
+        path = self.path.split("?", 1)[0].rstrip("/")
+        if path.endswith("/models"):
+            self._reply(200, {"object": "list", "data": [], "models": []})
+        else:
+            self._reply(404, {"error": {"type": "not_found", "message": path}})
+
+    def do_HEAD(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError:
+            self._reply(400, {"error": {"type": "invalid_request_error", "message": "not JSON"}})
+            return
+        path = self.path.split("?", 1)[0]
+        if not isinstance(body, dict):
+            body = {}
+        self.server.record(Request(path, body))
+        model = str(body.get("model") or "fake-model")
+        turns = len(user_texts(body))
+        text = f"{REPLY} ({turns} user turn{'s' if turns != 1 else ''} seen)"
+        if path.rstrip("/").endswith("/count_tokens"):
+            self._reply(200, {"input_tokens": 10})
+        elif path.rstrip("/").endswith("/responses"):
+            self._stream(_responses_stream(model, text))
+        elif path.rstrip("/").endswith("/messages"):
+            if body.get("stream"):
+                self._stream(_anthropic_stream(model, text))
+            else:
+                self._reply(200, _anthropic_message(model, text))
+        else:
+            self._reply(404, {"error": {"type": "not_found", "message": path}})
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    requests: list[Request]
+    lock: threading.Lock
+
+    def record(self, request: Request) -> None:
+        with self.lock:
+            self.requests.append(request)
+
+
+@dataclass
+class FakeModelServer:
+    """The server on 127.0.0.1 (a free port unless given), in a background thread."""
+
+    port: int = 0
+    _server: _Server | None = field(default=None, init=False, repr=False)
+
+    def start(self) -> FakeModelServer:
+        server = _Server(("127.0.0.1", self.port), _Handler)
+        server.requests = []
+        server.lock = threading.Lock()
+        self._server = server
+        self.port = server.server_address[1]
+        threading.Thread(target=server.serve_forever, name="fake-model", daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def __enter__(self) -> FakeModelServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def requests(self) -> list[Request]:
+        assert self._server is not None, "the server is not running"
+        with self._server.lock:
+            return list(self._server.requests)
+
+    def user_turns_seen(self) -> list[list[str]]:
+        """The user turns of each conversation request, in arrival order."""
+        return [user_texts(r.body) for r in self.requests()]

@@ -1,0 +1,128 @@
+"""What every harness adapter shares: the protocol, readiness and receipt values.
+
+An adapter turns a conversation into argv (start, resume) and, for the harnesses it
+knows, reads what only the harness can tell: whether its screen is ready for a paste
+(`readiness`), and whether a pasted text reached its conversation (`receipt`), from the
+files the harness itself writes. Capabilities an adapter lacks are declared, never
+guessed at: `reads_screen = False`, `has_receipts = False`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from loop_tmux import PaneView
+
+from ..errors import DispatchError
+
+__all__ = [
+    "BLOCKED",
+    "NOT_READY",
+    "READY",
+    "HarnessAdapter",
+    "Readiness",
+    "Receipt",
+    "ResumeUnsupported",
+    "new_conversation_id",
+]
+
+READY = "ready"
+NOT_READY = "not_ready"
+BLOCKED = "blocked"
+
+
+class ResumeUnsupported(DispatchError):
+    """The adapter cannot resume a conversation (the dispatcher starts a fresh one)."""
+
+
+def new_conversation_id() -> str:
+    """A fresh conversation id (uuid4), assigned by us and recorded at spawn."""
+    return str(uuid.uuid4())
+
+
+@dataclass(frozen=True)
+class Readiness:
+    """May a paste go in now? `dialog` names a recognised dialog when blocked."""
+
+    state: str
+    dialog: str | None = None
+    detail: str = ""
+
+    @property
+    def ready(self) -> bool:
+        return self.state == READY
+
+
+@dataclass(frozen=True)
+class Receipt:
+    """Did a pasted text reach the conversation, by the harness's own files?
+
+    `state`: "confirmed" (a user turn or a queued input holds it), "absent" (the
+    conversation file was read whole and it is not there: proof it did not arrive), or
+    "unknown" (no file or no conversation id: nothing can be proved either way).
+    """
+
+    state: str
+    detail: str = ""
+
+
+@runtime_checkable
+class HarnessAdapter(Protocol):
+    name: str
+
+    @property
+    def can_resume(self) -> bool: ...
+
+    def fresh_argv(self, prompt: str, conversation_id: str) -> list[str]: ...
+
+    def resume_argv(self, prompt: str, conversation_id: str) -> list[str]: ...
+
+
+class VerifiedAdapter:
+    """Defaults of the optional capabilities, for adapters that have none of them."""
+
+    name = "harness"
+    reads_screen = False
+    has_receipts = False
+    assigns_conversation_id = True
+    tested_versions: Sequence[str] = ()
+
+    def launch_env(self) -> dict[str, str]:
+        """Environment the harness needs so it writes where the adapter reads."""
+        return {}
+
+    def readiness(self, view: PaneView) -> Readiness:
+        return Readiness(READY)
+
+    def resumable(self, conversation_id: str) -> bool:
+        """Is there a saved conversation to resume? (unknown -> assume yes)"""
+        return True
+
+    def receipt_mark(self, conversation_id: str | None) -> int:
+        """Where the conversation file ends now: a receipt looks only past it."""
+        return 0
+
+    def receipt(self, conversation_id: str | None, mark: int, text: str) -> Receipt:
+        return Receipt("unknown", "this adapter has no receipts")
+
+    def discover_conversation(self, cwd: Path, started_at: float, exclude: set[str]) -> str | None:
+        return None
+
+
+def screen_has(screen: str | None, *needles: str) -> bool:
+    """Does the visible screen show any of the needles (case and spacing ignored)?"""
+    if not screen:
+        return False
+    flat = " ".join(screen.split()).casefold()
+    return any(" ".join(n.split()).casefold() in flat for n in needles)
+
+
+def file_end(path: Path | None) -> int:
+    try:
+        return 0 if path is None else path.stat().st_size
+    except OSError:
+        return 0

@@ -1,0 +1,175 @@
+"""Claude Code: start and resume by id, readiness from its screen, receipts from its files.
+
+Tested with Claude Code 2.1.328 and 2.1.332 (node 20, tmux 3.3a). What it does, as
+observed by running it (tests-integration/test_real_harnesses.py keeps checking it):
+
+- `claude --session-id ID PROMPT` starts conversation ID; `claude --resume ID PROMPT`
+  restores its whole history (from any directory). `--resume` of an id with nothing saved
+  exits 1 ("No conversation found"), so an id counts as resumable only once its
+  conversation file holds a user turn; otherwise the dispatcher starts fresh.
+- The main screen switches the terminal to the alternate screen once drawn (its input
+  box, a prompt line under a rule, is the proof when it does not); a paste before that
+  is lost. Its dialogs (trusted folder, custom API key, bypass-permissions
+  warning, onboarding) draw on the normal screen, and a pasted CR answers them: the
+  trust dialog's default is "No, exit".
+- Each submitted turn is appended to `<config dir>/projects/<cwd, / as ->/<ID>.jsonl` as
+  `"type": "user"`; an input queued while busy is first a `queue-operation` enqueue.
+  The config dir is `$CLAUDE_CONFIG_DIR`, else `~/.claude`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from loop_tmux import PaneView
+
+from . import receipts
+from .base import (
+    BLOCKED,
+    NOT_READY,
+    READY,
+    Readiness,
+    Receipt,
+    VerifiedAdapter,
+    file_end,
+    screen_has,
+)
+
+__all__ = ["ClaudeCodeAdapter"]
+
+# (dialog name, phrases that identify it on screen)
+DIALOGS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("trust", ("Yes, I trust this folder", "Do you trust the files in this folder")),
+    ("api_key", ("Detected a custom API key",)),
+    ("bypass_permissions", ("Bypass Permissions mode",)),
+    (
+        "onboarding",
+        (
+            "Unable to connect to Anthropic services",
+            "Choose the text style",
+            "Select login method",
+        ),
+    ),
+)
+
+
+PROMPT_MARK = "\u276f"  # the input box's prompt (dialogs use it too: checked first)
+RULE = "\u2500"  # the box-drawing rule above and below the input box
+
+
+def _has_composer(screen: str | None) -> bool:
+    """The input box: a prompt line right under a rule. Claude Code usually draws its
+    main screen on the alternate screen, but a relaunch into a pane (respawn-pane) on a
+    loaded host was seen drawing it on the normal one: the box is the proof then."""
+    lines = (screen or "").splitlines()
+    for above, line in itertools.pairwise(lines):
+        rule = above.strip()
+        if rule and set(rule) == {RULE} and line.lstrip().startswith(PROMPT_MARK):
+            return True
+    return False
+
+
+def default_config_dir() -> Path:
+    configured = os.environ.get("CLAUDE_CONFIG_DIR")
+    return Path(configured).expanduser() if configured else Path.home() / ".claude"
+
+
+def _user_text(record: dict[str, Any]) -> str | None:
+    kind = record.get("type")
+    if kind == "user":
+        message = record.get("message")
+        if isinstance(message, dict) and message.get("role") == "user":
+            return receipts.text_of(message.get("content"))
+    if kind == "queue-operation" and record.get("operation") == "enqueue":
+        content = record.get("content")
+        return content if isinstance(content, str) else None
+    return None
+
+
+class ClaudeCodeAdapter(VerifiedAdapter):
+    """`claude [extra] --session-id ID PROMPT` / `claude [extra] --resume ID PROMPT`.
+
+    With `checks=False` it only builds argv (for stand-ins that draw no Claude screen
+    and write no Claude files).
+    """
+
+    name = "claude-code"
+    can_resume = True
+    assigns_conversation_id = True
+    tested_versions = ("2.1.328", "2.1.332")
+
+    def __init__(
+        self,
+        binary: str = "claude",
+        extra_args: Sequence[str] = (),
+        *,
+        state_dir: str | os.PathLike[str] | None = None,
+        checks: bool = True,
+    ) -> None:
+        self.binary = binary
+        self.extra_args = list(extra_args)
+        self._state_dir = None if state_dir is None else Path(state_dir).expanduser()
+        self.reads_screen = checks
+        self.has_receipts = checks
+        self.checks = checks
+
+    @property
+    def state_dir(self) -> Path:
+        return self._state_dir or default_config_dir()
+
+    def launch_env(self) -> dict[str, str]:
+        return {} if self._state_dir is None else {"CLAUDE_CONFIG_DIR": str(self._state_dir)}
+
+    def prepare_workspace(self, folder: Path) -> None:
+        """Seed Claude Code's folder trust so a new worktree opens no trust dialog (in
+        `harness.stateDir` when set, else where Claude Code itself looks)."""
+        from ..claude_trust import trust_folder
+
+        file = None if self._state_dir is None else self._state_dir / ".claude.json"
+        trust_folder(folder, file)
+
+    def fresh_argv(self, prompt: str, conversation_id: str) -> list[str]:
+        return [self.binary, *self.extra_args, "--session-id", conversation_id, prompt]
+
+    def resume_argv(self, prompt: str, conversation_id: str) -> list[str]:
+        return [self.binary, *self.extra_args, "--resume", conversation_id, prompt]
+
+    def readiness(self, view: PaneView) -> Readiness:
+        for dialog, phrases in DIALOGS:
+            if screen_has(view.screen, *phrases):
+                return Readiness(BLOCKED, dialog, f"Claude Code shows its {dialog} dialog")
+        if view.alternate_on or _has_composer(view.screen):
+            return Readiness(READY)
+        return Readiness(NOT_READY, None, "Claude Code has not drawn its main screen yet")
+
+    def conversation_file(self, conversation_id: str) -> Path | None:
+        """`projects/<any>/<ID>.jsonl`: the id is unique, the folder naming is Claude's."""
+        if not conversation_id or "/" in conversation_id or conversation_id.startswith("."):
+            return None
+        try:
+            return next(
+                iter(sorted((self.state_dir / "projects").glob(f"*/{conversation_id}.jsonl")))
+            )
+        except (StopIteration, OSError):
+            return None
+
+    def resumable(self, conversation_id: str) -> bool:
+        if not self.checks:
+            return True  # argv only: the harness's own files are not consulted
+        path = self.conversation_file(conversation_id)
+        if path is None:
+            return False
+        records = receipts.new_records(path, 0)
+        return records is not None and any(r.get("type") == "user" for r in records)
+
+    def receipt_mark(self, conversation_id: str | None) -> int:
+        return file_end(self.conversation_file(conversation_id or ""))
+
+    def receipt(self, conversation_id: str | None, mark: int, text: str) -> Receipt:
+        path = self.conversation_file(conversation_id or "")
+        state = receipts.find(path, mark, text, _user_text)
+        return Receipt(state, "" if path is None else path.name)

@@ -1,0 +1,197 @@
+"""OpenAI Codex CLI: start, find the conversation's id in its rollout file, resume by id.
+
+Tested with Codex CLI 0.169.0 and 0.171.0 (node 20, tmux 3.3a). As observed:
+
+- `codex PROMPT` starts a conversation; Codex cannot be told its id. It writes
+  `$CODEX_HOME/sessions/YYYY/MM/DD/rollout-<time>-<uuid>.jsonl`, whose first line is a
+  `session_meta` record with the id, the cwd and the start time. The adapter finds the
+  file a start wrote by cwd and start time (never "the latest": items sharing a cwd
+  would resume each other's conversations) and skips ids other items hold.
+- `codex resume ID PROMPT` resumes exactly that conversation. Until the id is known the
+  session counts as not resumable.
+- The TUI is on the alternate screen from its first frame, composer marked U+203A; the trusted-
+  folder dialog ("Trust this folder?", default "Trust and continue") and sign-in are
+  dialogs a pasted CR would answer.
+- Submitted turns are `response_item` records with `role: user` in the rollout file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from loop_tmux import PaneView
+
+from . import receipts
+from .base import (
+    BLOCKED,
+    NOT_READY,
+    READY,
+    Readiness,
+    Receipt,
+    VerifiedAdapter,
+    file_end,
+    screen_has,
+)
+
+__all__ = ["CodexAdapter"]
+
+DIALOGS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("trust", ("Trust this folder?", "Do you trust the contents of this directory")),
+    ("login", ("Sign in with ChatGPT", "Provide your own API key")),
+    ("update", ("Update available!",)),
+)
+COMPOSER = "\u203a"  # the prompt mark of Codex's input box
+_SKEW = 2.0  # seconds a rollout's start time may precede the spawn we noted
+
+
+def default_home() -> Path:
+    configured = os.environ.get("CODEX_HOME")
+    return Path(configured).expanduser() if configured else Path.home() / ".codex"
+
+
+def _user_text(record: dict[str, Any]) -> str | None:
+    if record.get("type") != "response_item":
+        return None
+    payload = record.get("payload")
+    if (
+        isinstance(payload, dict)
+        and payload.get("type") == "message"
+        and payload.get("role") == "user"
+    ):
+        return receipts.text_of(payload.get("content"))
+    return None
+
+
+def _meta(path: Path) -> dict[str, Any] | None:
+    """The `session_meta` payload on the rollout file's first line, if whole."""
+    try:
+        with path.open("rb") as handle:
+            first = handle.readline()
+    except OSError:
+        return None
+    if not first.endswith(b"\n"):
+        return None
+    try:
+        record = json.loads(first)
+    except ValueError:
+        return None
+    payload = record.get("payload") if isinstance(record, dict) else None
+    if not isinstance(payload, dict) or record.get("type") != "session_meta":
+        return None
+    return payload
+
+
+def _epoch(stamp: Any) -> float | None:
+    if not isinstance(stamp, str):
+        return None
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _same_dir(a: Any, b: Path) -> bool:
+    if not isinstance(a, str):
+        return False
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
+class CodexAdapter(VerifiedAdapter):
+    """`codex [extra] PROMPT` fresh; `codex resume [extra] ID PROMPT` once the id is known."""
+
+    name = "codex"
+    can_resume = True
+    assigns_conversation_id = False
+    tested_versions = ("0.169.0", "0.171.0")
+
+    def __init__(
+        self,
+        binary: str = "codex",
+        extra_args: Sequence[str] = (),
+        *,
+        state_dir: str | os.PathLike[str] | None = None,
+        checks: bool = True,
+    ) -> None:
+        self.binary = binary
+        self.extra_args = list(extra_args)
+        self._state_dir = None if state_dir is None else Path(state_dir).expanduser()
+        self.reads_screen = checks
+        self.has_receipts = checks
+        self.checks = checks
+
+    @property
+    def state_dir(self) -> Path:
+        return self._state_dir or default_home()
+
+    def launch_env(self) -> dict[str, str]:
+        return {} if self._state_dir is None else {"CODEX_HOME": str(self._state_dir)}
+
+    def fresh_argv(self, prompt: str, conversation_id: str) -> list[str]:
+        return [self.binary, *self.extra_args, prompt]
+
+    def resume_argv(self, prompt: str, conversation_id: str) -> list[str]:
+        return [self.binary, "resume", *self.extra_args, conversation_id, prompt]
+
+    def readiness(self, view: PaneView) -> Readiness:
+        for dialog, phrases in DIALOGS:
+            if screen_has(view.screen, *phrases):
+                return Readiness(BLOCKED, dialog, f"Codex shows its {dialog} dialog")
+        if view.alternate_on and screen_has(view.screen, COMPOSER):
+            return Readiness(READY)
+        return Readiness(NOT_READY, None, "Codex has not drawn its composer yet")
+
+    def _rollouts(self, since: float) -> list[Path]:
+        try:
+            paths = (self.state_dir / "sessions").glob("*/*/*/rollout-*.jsonl")
+            recent = [p for p in paths if p.stat().st_mtime >= since - _SKEW]
+        except OSError:
+            return []
+        return sorted(recent, key=lambda p: p.name)
+
+    def rollout_file(self, conversation_id: str) -> Path | None:
+        if not conversation_id or "/" in conversation_id or conversation_id.startswith("."):
+            return None
+        try:
+            found = sorted(
+                (self.state_dir / "sessions").glob(f"*/*/*/rollout-*-{conversation_id}.jsonl")
+            )
+        except OSError:
+            return None
+        return found[0] if found else None
+
+    def discover_conversation(self, cwd: Path, started_at: float, exclude: set[str]) -> str | None:
+        """The earliest conversation started in `cwd` since `started_at` that no other
+        item holds; None while Codex has not written it yet."""
+        for path in self._rollouts(started_at):
+            meta = _meta(path)
+            if meta is None:
+                continue
+            conversation = meta.get("id")
+            began = _epoch(meta.get("timestamp"))
+            if (
+                isinstance(conversation, str)
+                and conversation not in exclude
+                and began is not None
+                and began >= started_at - _SKEW
+                and _same_dir(meta.get("cwd"), cwd)
+            ):
+                return conversation
+        return None
+
+    def resumable(self, conversation_id: str) -> bool:
+        if not self.checks:
+            return True  # argv only: the harness's own files are not consulted
+        return self.rollout_file(conversation_id) is not None
+
+    def receipt_mark(self, conversation_id: str | None) -> int:
+        return file_end(self.rollout_file(conversation_id or ""))
+
+    def receipt(self, conversation_id: str | None, mark: int, text: str) -> Receipt:
+        path = self.rollout_file(conversation_id or "")
+        state = receipts.find(path, mark, text, _user_text)
+        return Receipt(state, "" if path is None else path.name)
