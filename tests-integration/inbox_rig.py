@@ -178,6 +178,7 @@ class Rig:
                     "FAKE_HARNESS_DIR",
                     "FAKE_HARNESS_EXIT_AFTER",
                     "FAKE_HARNESS_FAIL_RESUME",
+                    *sorted(extra_env or {}),  # a test's own tmux wrapper reads these
                 ],
                 "stateDir": str(tmp / "claude"),
             },

@@ -29,6 +29,7 @@ file lock, so two processes never act on one item at once.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import time
 import uuid
@@ -572,12 +573,12 @@ class Dispatcher:
         receipts), called once the caller has logged the delivery."""
         text = frame(event)
         if not getattr(self.adapter, "has_receipts", False):
-            return self._gated_deliver(record.tmux_name, text), lambda: None
+            return self._gated_deliver(record.tmux_name, text, event), lambda: None
         conversation = record.conversation_id or self._discover(
             record, _epoch(record.updated_at), wait=False
         )
         mark = self.adapter.receipt_mark(conversation)  # type: ignore[attr-defined]
-        result = self._gated_deliver(record.tmux_name, text)
+        result = self._gated_deliver(record.tmux_name, text, event)
         return result, lambda: self._confirm(record, event, conversation, mark, text)
 
     def _await_receipt(self, conversation: str | None, mark: int, text: str) -> tuple[str, float]:
@@ -601,7 +602,7 @@ class Dispatcher:
         repasted = False
         if state == "absent" and not self._on_screen(record, text):
             mark = self.adapter.receipt_mark(conversation)  # type: ignore[attr-defined]
-            if self._gated_deliver(record.tmux_name, text).ok:
+            if self._gated_deliver(record.tmux_name, text, event).ok:
                 repasted = True
                 state, more = self._await_receipt(conversation, mark, text)
                 waited += more
@@ -629,12 +630,27 @@ class Dispatcher:
 
     # -- 3./4. deliver into an active session ------------------------------------------------
 
-    def _gated_deliver(self, name: str, text: str) -> DeliverResult:
-        """Every paste goes through here: inside a drain's attempt, one at a time until
-        it is settled (see pastegate.py), so a kill repeats at most one paste."""
-        if self.paste_gate is not None:
-            self.paste_gate.enter()
-        return self.tmux.deliver(name, text)
+    def _gated_deliver(self, name: str, text: str, event: Event) -> DeliverResult:
+        """Every paste goes through here: inside a drain's attempt, one at a time from the
+        paste to its delivery record (see pastegate.py), so a kill repeats at most one
+        paste. The record is written at once, before any receipt is awaited."""
+        gate = self.paste_gate
+        if gate is not None and not gate.enter():
+            return DeliverResult(
+                ok=False,
+                session_missing=False,
+                error="another paste is being recorded (paste gate busy); retried",
+            )
+        try:
+            result = self.tmux.deliver(name, text)
+            if result.ok:
+                # A store that cannot record it now is retried by the attempt's settle.
+                with contextlib.suppress(Exception):
+                    self.store.deliveries.keep(event.delivery_id, "processed")
+            return result
+        finally:
+            if gate is not None:
+                gate.leave()
 
     def _deliver(self, record: SessionRecord, event: Event) -> Outcome:
         held = self._hold_back(record, event)

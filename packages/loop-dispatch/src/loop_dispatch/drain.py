@@ -370,7 +370,7 @@ class Drain:
             return
         if self.host is not None:
             self._take_move(entry.event)
-        with self.paste_gate.window():  # a paste made here is settled before the next one
+        with self.paste_gate.window():  # gates this attempt's pastes (see pastegate.py)
             outcome = self._dispatch(entry.event)
             if outcome.kind is OutcomeKind.FAILED:
                 retry = self._fail(

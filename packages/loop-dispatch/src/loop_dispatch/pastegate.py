@@ -1,7 +1,7 @@
-"""One paste at a time between its paste and its settle, across a drain's workers.
+"""One paste at a time between its paste and its record, across a drain's workers.
 
-The one window that can repeat a paste is a crash after tmux took it and before the
-inbox recorded it. Workers run items concurrently, so without a gate a kill -9 could
+The one window that can repeat a paste is a crash after tmux took it and before it
+was recorded. Workers run items concurrently, so without a gate a kill -9 could
 repeat one paste per item under way; with it, at most one. Spawns are not gated (a
 spawn that outlives its attempt is recognised by its token, never pasted again), and
 a paste costs a few milliseconds, so the gate bounds throughput far above any human
@@ -18,10 +18,18 @@ __all__ = ["PasteGate"]
 
 
 class PasteGate:
-    """`window()` is an attempt (dispatch, then settle); `enter()` is called just before a
-    paste. Outside a window `enter()` does nothing, so direct dispatches never block."""
+    """`window()` scopes a drain's attempt; inside it `enter()` takes the gate just before
+    a paste and `leave()` gives it back once the paste is recorded (the dispatcher's
+    delivery record: a reclaimed event finds it and is never pasted again). Outside a
+    window both do nothing, so direct dispatches never block.
 
-    def __init__(self) -> None:
+    `enter` waits at most `wait` seconds: a paste held up by a stalled tmux must not
+    queue every other item's attempt behind its timeout. A refused `enter` is a
+    transient failure of that attempt (retried with backoff).
+    """
+
+    def __init__(self, wait: float = 2.0) -> None:
+        self.wait = wait
         self._lock = threading.Lock()
         self._local = threading.local()
 
@@ -32,12 +40,19 @@ class PasteGate:
         try:
             yield
         finally:
-            if self._local.held:
-                self._lock.release()
+            self.leave()
             self._local.open = False
-            self._local.held = False
 
-    def enter(self) -> None:
-        if getattr(self._local, "open", False) and not self._local.held:
-            self._lock.acquire()
-            self._local.held = True
+    def enter(self) -> bool:
+        """True when this thread may paste now (the gate is its own, or not in use)."""
+        if not getattr(self._local, "open", False) or self._local.held:
+            return True
+        if not self._lock.acquire(timeout=self.wait):
+            return False
+        self._local.held = True
+        return True
+
+    def leave(self) -> None:
+        if getattr(self._local, "held", False):
+            self._local.held = False
+            self._lock.release()
