@@ -28,6 +28,7 @@ TOKEN = "ghp_reactionsTEST"
 class Outcome:
     kind: Any
     reason: str
+    confirmed: bool = False
 
 
 @dataclass
@@ -48,7 +49,13 @@ class Settlement:
     state: str
 
 
-def settled(comment_id: str, state: str = "done", kind: str = "processed", number: int = 1):
+def settled(
+    comment_id: str,
+    state: str = "done",
+    kind: str = "processed",
+    number: int = 1,
+    confirmed: bool = False,
+):
     event = Event(
         delivery_id=f"comment:github:{REPO}:{comment_id}",
         work_item=WorkItemRef("github", REPO, number),
@@ -59,7 +66,7 @@ def settled(comment_id: str, state: str = "done", kind: str = "processed", numbe
         created_at=datetime.now(timezone.utc),
         comment_id=comment_id,
     )
-    return Settlement(Entry(7, event), Outcome(Kind(kind), "harness_exited"), state)
+    return Settlement(Entry(7, event), Outcome(Kind(kind), "harness_exited", confirmed), state)
 
 
 @pytest.fixture
@@ -94,6 +101,21 @@ def test_delivered_gets_eyes_given_up_gets_confused_then_one_comment(fake, react
     assert notes[0].body.startswith(MARKER)  # never read back as a prompt
     assert "harness_exited" in notes[0].body
     assert "the-loop inbox retry 7" in notes[0].body
+
+
+def test_a_receipt_adds_a_rocket_after_the_eyes(fake, reactor) -> None:
+    """Where the harness confirms its conversation holds the text (receipts), the comment
+    also gets `rocket`, after `eyes`; an unconfirmed delivery gets `eyes` only."""
+    held = fake.comment(REPO, 1, "confirmed by the harness")
+    plain = fake.comment(REPO, 1, "no receipt")
+    reactor.on_settled(settled(str(held.id), confirmed=True))
+    reactor.on_settled(settled(str(plain.id)))
+    assert reactor.flush()
+    assert fake.repos[REPO].reactions == [
+        ("issues", held.id, "eyes", "loop-bot"),
+        ("issues", held.id, "rocket", "loop-bot"),
+        ("issues", plain.id, "eyes", "loop-bot"),
+    ]
 
 
 def test_review_comments_react_on_the_pulls_endpoint(fake, reactor) -> None:

@@ -92,6 +92,8 @@ class Outcome:
     kind: OutcomeKind
     reason: str
     detail: str = ""
+    # The harness's own files hold the pasted text (adapters with receipts).
+    confirmed: bool = False
 
     @property
     def retryable(self) -> bool:
@@ -103,8 +105,8 @@ class Outcome:
         return self.kind is OutcomeKind.FAILED and self.reason in TRANSIENT_REASONS
 
 
-def _processed(reason: str, detail: str = "") -> Outcome:
-    return Outcome(OutcomeKind.PROCESSED, reason, detail)
+def _processed(reason: str, detail: str = "", *, confirmed: bool = False) -> Outcome:
+    return Outcome(OutcomeKind.PROCESSED, reason, detail, confirmed)
 
 
 def _failed(reason: str, detail: str = "") -> Outcome:
@@ -446,8 +448,7 @@ class Dispatcher:
             conversation_id=adopted.conversation_id,
             harness=adopted.harness,
         )
-        confirm()
-        return _processed("adopted")
+        return _processed("adopted", confirmed=confirm())
 
     def _workspace(self, event: Event) -> Path | Outcome:
         """Where the item's harness runs: its worktree (made now if needed, trust seeded
@@ -568,12 +569,12 @@ class Dispatcher:
 
     def _paste(
         self, record: SessionRecord, event: Event
-    ) -> tuple[DeliverResult, Callable[[], None]]:
+    ) -> tuple[DeliverResult, Callable[[], bool]]:
         """Paste the framed event. The callable returned confirms it (adapters with
         receipts), called once the caller has logged the delivery."""
         text = frame(event)
         if not getattr(self.adapter, "has_receipts", False):
-            return self._gated_deliver(record.tmux_name, text, event), lambda: None
+            return self._gated_deliver(record.tmux_name, text, event), lambda: False
         conversation = record.conversation_id or self._discover(
             record, _epoch(record.updated_at), wait=False
         )
@@ -594,7 +595,7 @@ class Dispatcher:
 
     def _confirm(
         self, record: SessionRecord, event: Event, conversation: str | None, mark: int, text: str
-    ) -> None:
+    ) -> bool:
         """`dispatch.confirmed` once the harness's file holds the text; else one re-paste,
         only when the file proves it absent and the text is not sitting in the input
         box; else `dispatch.unconfirmed`."""
@@ -614,10 +615,11 @@ class Dispatcher:
         }
         if state == "confirmed":
             self._emit("dispatch.confirmed", event, record.work_item, **detail)
-        else:
-            self._emit(
-                "dispatch.unconfirmed", event, record.work_item, "warning", receipt=state, **detail
-            )
+            return True
+        self._emit(
+            "dispatch.unconfirmed", event, record.work_item, "warning", receipt=state, **detail
+        )
+        return False
 
     def _on_screen(self, record: SessionRecord, text: str) -> bool:
         """Is the text's first line visible (left unsent in the input box)? Unknown = yes."""
@@ -659,8 +661,7 @@ class Dispatcher:
         result, confirm = self._paste(record, event)
         if result.ok:
             self._emit("dispatch.delivered", event, record.work_item, tmux_name=record.tmux_name)
-            confirm()
-            return _processed("delivered")
+            return _processed("delivered", confirmed=confirm())
         if not result.session_missing:
             return self._deliver_unanswered(event, result.error)
         return self._session_missing(record, event)
@@ -700,8 +701,7 @@ class Dispatcher:
             tmux_name=record.tmux_name,
             via=via,
         )
-        confirm()
-        return _processed("respawn_averted")
+        return _processed("respawn_averted", confirmed=confirm())
 
     def _respawn(self, record: SessionRecord, event: Event, presence: Presence) -> Outcome:
         if self.workspaces is not None:

@@ -1,6 +1,7 @@
 """Reactions on the triggering comment, so the commenter sees their words arrived.
 
-`eyes` once the comment is delivered to the agent; `confused` plus one short comment
+`eyes` once the comment is delivered to the agent, `rocket` after it when the harness
+confirms its conversation holds the text (receipts); `confused` plus one short comment
 (naming the reason and the operator's remedy, marked so the-loop never reads it back as
 a prompt) when it is given up. Review summaries have no reactions on GitHub: they get
 none.
@@ -31,6 +32,7 @@ __all__ = ["EYES", "Reaction", "Reactor", "jobs_for"]
 log = logging.getLogger(__name__)
 
 EYES = "eyes"
+ROCKET = "rocket"
 CONFUSED = "confused"
 REVIEW_COMMENT_PREFIX = "review-comment:"
 
@@ -74,7 +76,10 @@ def jobs_for(settlement: Any) -> list[Reaction]:
         return []
     outcome = settlement.outcome
     if settlement.state == "done" and outcome is not None and outcome.kind.value == "processed":
-        return [Reaction(path, {"content": EYES}, EYES)]
+        jobs = [Reaction(path, {"content": EYES}, EYES)]
+        if getattr(outcome, "confirmed", False):  # the agent's conversation holds it
+            jobs.append(Reaction(path, {"content": ROCKET}, ROCKET))
+        return jobs
     if settlement.state != "given_up":
         return []
     jobs = [Reaction(path, {"content": CONFUSED}, CONFUSED)]
