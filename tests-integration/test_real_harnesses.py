@@ -150,6 +150,10 @@ class Rig:
             if any(marker in t for t in user_texts(r.body))
         ]
 
+    def conversation_with(self, marker: str) -> list[str]:
+        """The user turns of the conversation request that carries `marker`."""
+        return _conversation(self.turns_with(marker))
+
     def wait_turns(self, marker: str, limit: float = 60.0) -> list[list[str]]:
         deadline = time.monotonic() + limit
         while time.monotonic() < deadline:
@@ -165,6 +169,14 @@ class Rig:
         deadline = time.monotonic() + 10
         while self.tmux.pane_pids(ref.tmux_name()) and time.monotonic() < deadline:
             time.sleep(0.1)
+
+
+def _conversation(requests: list[list[str]]) -> list[str]:
+    """Of the requests carrying a text, the conversation's own turn: the one with the most
+    user turns. A harness also sends side requests holding the newest text alone (Codex
+    asks for a thread title after the first turn of a session, resumed ones included),
+    and those may arrive last."""
+    return max(requests, key=len, default=[])
 
 
 @pytest.fixture(scope="module")
@@ -219,7 +231,7 @@ def test_a_comment_right_after_a_slow_start_arrives_exactly_once(rig_for, kind) 
     seen = rig.wait_turns(comment)
     assert seen, f"the early comment never reached the model ({kind})"
     time.sleep(2)  # a second copy, if any, would arrive now
-    last = rig.turns_with(comment)[-1]
+    last = rig.conversation_with(comment)
     assert sum(comment in t for t in last) == 1, last
     waits = [
         r for r in rig.log("dispatch.failed") if r["detail"].get("reason") == "harness_not_ready"
@@ -243,7 +255,8 @@ def test_kill9_then_a_comment_resumes_the_same_conversation(rig_for, kind) -> No
     assert rig.until_processed(rig.source.add(ref, later)) == "processed"
     turns = rig.wait_turns(later)
     assert turns, f"the comment after kill -9 never reached the model ({kind})"
-    assert any(opening in t for t in turns[-1]), "the resumed conversation lost its history"
+    resumed = rig.conversation_with(later)
+    assert any(opening in t for t in resumed), "the resumed conversation lost its history"
     assert rig.store.registry.get(ref).conversation_id == conversation
     respawned = rig.log("session.respawned")
     assert respawned
@@ -268,7 +281,7 @@ def test_two_items_sharing_a_cwd_each_resume_their_own_conversation(rig_for, kin
     assert rig.until_processed(rig.source.add(a, a_more)) == "processed"
     assert rig.until_processed(rig.source.add(b, b_more)) == "processed"
     for own, other, more in ((a_text, b_text, a_more), (b_text, a_text, b_more)):
-        turns = rig.wait_turns(more)[-1]
+        turns = _conversation(rig.wait_turns(more))
         assert any(own in t for t in turns), f"{more} went to a conversation without {own}"
         assert not any(other in t for t in turns), f"{more} resumed the other item's talk"
 
@@ -365,7 +378,7 @@ def test_a_burst_of_comments_after_a_spawn_each_arrives_exactly_once(rig_for, ki
         assert rig.until_processed(event) == "processed"
     assert rig.wait_turns(markers[-1])
     time.sleep(3)  # a repeated paste, if any, would reach the model now
-    final = "\n".join(rig.turns_with(markers[-1])[-1])
+    final = "\n".join(rig.conversation_with(markers[-1]))
     counts = {m: final.count(m) for m in markers}
     assert counts == dict.fromkeys(markers, 1), counts
     unconfirmed = rig.log("dispatch.unconfirmed")
@@ -423,7 +436,7 @@ def test_sessions_restart_keeps_the_conversation_and_the_harness_home(
         tracker.comment(ref, later)
         turns = _cycle_until(rt, model, later)
         assert turns, f"no delivery after sessions restart ({kind})"
-        assert any(opening in t for t in turns[-1]), "the restart lost the conversation"
+        assert any(opening in t for t in _conversation(turns)), "the restart lost the conversation"
         assert rt.store.registry.get(ref).conversation_id == conversation
     finally:
         rt.close()

@@ -9,6 +9,7 @@ from loop_dispatch.adapters import GenericAdapter
 from loop_dispatch.dispatcher import OutcomeKind
 from loop_dispatch.framing import frame
 from loop_dispatch.model import EventKind
+from loop_tmux import Presence
 
 REF = "github:acme/widgets#7"
 NAME = "loop-gh_acme_widgets_7"
@@ -383,6 +384,31 @@ def test_a_new_session_carried_out_late_is_adopted_by_the_next_attempt(
     assert record is not None
     assert record.active
     assert fake_tmux.state.typed(NAME)  # the event was pasted into that same session
+    assert fake_tmux.verbs().count("new-session") == 1
+
+
+def test_a_late_spawn_whose_presence_tmux_cannot_tell_is_never_pasted_into(
+    fake_tmux, make_dispatcher, make_event, store, events, monkeypatch
+):
+    """The retry of an event whose own spawn tmux carried out late: while tmux will not
+    say whether that session is live, the attempt waits (transient) instead of taking
+    the ordinary path, which would meet the live session and paste the event a second
+    time; once tmux answers, the event is carried by that spawn and nothing is pasted."""
+    fake_tmux.state.set_fault("late", ["new-session"])
+    disp = make_dispatcher(fake_tmux.tmux)
+    first = make_event(REF)
+    assert disp.dispatch(first).reason == "spawn_unanswered"
+    fake_tmux.state.clear_faults()
+    # Only the presence probe goes unanswered (the one answer tmux withheld); the spawn
+    # the ordinary path would try next is answered, "duplicate session".
+    monkeypatch.setattr(fake_tmux.tmux, "probe", lambda name, **_: Presence.UNKNOWN)
+    unsure = disp.dispatch(first)
+    assert (unsure.kind, unsure.transient) == (OutcomeKind.FAILED, True), unsure
+    assert fake_tmux.state.typed(NAME) == []
+    monkeypatch.undo()
+    again = disp.dispatch(first)
+    assert again.reason == "carried_by_spawn"
+    assert fake_tmux.state.typed(NAME) == []  # the prompt was its argv; no paste
     assert fake_tmux.verbs().count("new-session") == 1
 
 

@@ -9,6 +9,7 @@ carries the spawn token it was created with, and a harness receives its prompt a
 
 from __future__ import annotations
 
+import os
 import random
 import re
 import threading
@@ -116,7 +117,7 @@ class ModelTmux:
 def test_1000_events_over_50_items_with_a_flaky_modelled_tmux_each_delivered_once_in_order(
     store, events, make_event, make_dispatcher
 ) -> None:
-    rng = random.Random(20261203)
+    rng = random.Random(int(os.environ.get("LOOP_MODEL_SEED", "20261203")))  # to replay a run
     tmux = ModelTmux(rng, silence=0.15)
     disp = make_dispatcher(tmux, GenericAdapter(["harness", "{prompt}"]), survival_delay=0.0)
     sent: dict[str, list[str]] = {}

@@ -336,8 +336,21 @@ class Dispatcher:
             return None
         name = record.tmux_name if record is not None else ref.tmux_name()
         token = self.tmux.session_token(name)  # TmuxUnavailable: a transient failure
-        if token not in tokens or self.tmux.probe(name) is not Presence.LIVE:
+        if token not in tokens:
             return None  # that harness is gone (or never came): deliver as usual
+        presence = self.tmux.probe(name)
+        if presence is Presence.UNKNOWN:
+            # Not knowing is not "gone": the ordinary path would paste into it again.
+            raise TmuxUnavailable(f"tmux did not answer whether {name} is live")
+        if presence is not Presence.LIVE:
+            return None
+        return self._carried(event, record, name, token)
+
+    def _carried(
+        self, event: Event, record: SessionRecord | None, name: str, token: str
+    ) -> Outcome | None:
+        """Adopt the live harness started with this event as its prompt; nothing is pasted."""
+        ref = event.work_item
         spawned = self.store.registry.token_spawn(ref, token)
         if spawned is None:  # the token row went with a reset: ordinary path
             return None
@@ -413,6 +426,13 @@ class Dispatcher:
         a stranger's is never touched."""
         ref = event.work_item
         token = self.tmux.session_token(record.tmux_name)
+        if token is not None and token in self.store.registry.tokens_carrying(
+            ref, event.delivery_id
+        ):
+            # tmux carried this event's own spawn out between our probe and our spawn.
+            carried = self._carried(event, None, record.tmux_name, token)
+            if carried is not None:
+                return carried
         spawned = None if token is None else self.store.registry.token_spawn(ref, token)
         if spawned is None:
             outcome = _failed(
