@@ -26,6 +26,19 @@ FAKE_HARNESS = HARNESS_DIR / "fake_harness.py"
 # -- tmux on a private socket (loop-dispatch) ---------------------------------------------
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The validated-config cache of every daemon and CLI a test starts lives in a
+    temporary folder, never in the ~/.cache of whoever runs the suite."""
+    saved = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg-cache"))
+    yield
+    if saved is None:
+        os.environ.pop("XDG_CACHE_HOME", None)
+    else:
+        os.environ["XDG_CACHE_HOME"] = saved
+
+
 @pytest.fixture
 def tmux_socket(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """A unique `tmux -L` socket name; its server (only it) is killed at teardown and

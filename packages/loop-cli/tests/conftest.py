@@ -21,6 +21,19 @@ from click.testing import CliRunner, Result
 from loop_tmux import Tmux
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The validated-config cache of every test (and every CLI it starts) lives in a
+    temporary folder, never in the ~/.cache of whoever runs the suite."""
+    saved = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg-cache"))
+    yield
+    if saved is None:
+        os.environ.pop("XDG_CACHE_HOME", None)
+    else:
+        os.environ["XDG_CACHE_HOME"] = saved
+
+
 @pytest.fixture
 def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A private HOME, XDG dirs and cwd; no $THE_LOOP_CONFIG; no $TMUX."""

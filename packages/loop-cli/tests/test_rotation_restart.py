@@ -451,3 +451,32 @@ def test_launchspec_is_what_tmux_gets(tmp_path):
     spec = launcher(record(1, tmp_path), ["claude", "--resume", "x", "hi"])
     assert isinstance(spec, LaunchSpec)
     assert spec.env == {}
+
+
+def _launcher_script(tmp_path: Path, ran: Path) -> Path:
+    """A launcher program that leaves a mark when it is run."""
+    script = tmp_path / "bin" / "loop-envstate"
+    script.parent.mkdir()
+    script.write_text(f"#!/bin/sh\ntouch {ran}\nexit 0\n")
+    script.chmod(0o755)
+    return script
+
+
+def test_a_dry_run_resolves_the_launcher_without_running_it(tmp_path, env_file):
+    rec = record(1, tmp_path)
+    tmux = FakeTmux(next_env=dict(NEW))
+    tmux.start(rec.tmux_name, dict(OLD))
+    ran = tmp_path / "launcher-ran"
+    script = _launcher_script(tmp_path, ran)
+    deps, _ = make(tmp_path, [rec], tmux, launcher_check=None)
+    deps.launcher = EnvFileLauncher(tmp_path / "app.env", python=str(script.parent / "python"))
+
+    dry = restart_sessions(select(True, []), env_file, deps, dry_run=True)
+    assert [r.outcome for r in dry] == [Outcome.WOULD_RESTART]
+    assert not ran.exists()  # nothing was started for a plan
+
+    script.chmod(0o644)  # the launcher can no longer be executed
+    dry = restart_sessions(select(True, []), env_file, deps, dry_run=True)
+    assert [r.outcome for r in dry] == [Outcome.FAILED]
+    assert "is not an executable file" in dry[0].detail, dry[0].detail
+    assert tmux.respawned == []

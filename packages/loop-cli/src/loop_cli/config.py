@@ -377,7 +377,13 @@ def load_file(path: Path) -> Config:
         raise ConfigError([f"{path}: not UTF-8 text"]) from None
     except OSError as exc:
         raise ConfigError([f"{path}: cannot read: {exc.strerror or exc}"]) from None
-    return parse_text(text, path)
+    from . import config_cache
+
+    config = config_cache.cached(path, text)
+    if config is None:
+        config = parse_text(text, path)
+        config_cache.keep(path, text, config)
+    return config
 
 
 def parse_text(text: str, path: Path) -> Config:

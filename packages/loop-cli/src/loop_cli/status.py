@@ -15,6 +15,8 @@ from . import heartbeat
 from .fleet import ABSENT, DEAD, LIVE, UNKNOWN, Fleet, read_fleet
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
     from loop_dispatch import SessionRecord
 
     from .runtime import Runtime
@@ -55,17 +57,34 @@ def collect_status(rt: Runtime, now: datetime | None = None) -> dict[str, Any]:
     }
     if rt.fleet and rt.has_state:
         status["hosts"] = hosts_block(rt, now)
-    block = status_block(cfg, [r for r in records if r.active], fleet)
+    reader = _environ_once()  # drift and exposure both read every pane's environment
+    block = status_block(cfg, [r for r in records if r.active], fleet, reader=reader)
     if block is not None:
         status[ENV_BLOCK] = block
-    status["credentialExposure"] = credential_exposure(rt, fleet)
+    status["credentialExposure"] = credential_exposure(rt, fleet, reader=reader)
     blocked = blocked_sessions(rt, [r for r in records if r.active], fleet)
     if blocked:
         status["blocked"] = blocked
     return status
 
 
-def credential_exposure(rt: Runtime, fleet: Fleet) -> dict[str, Any]:
+def _environ_once() -> Callable[[int], dict[str, str] | None]:
+    """process_environ, each pid read at most once for this status."""
+    from loop_envstate import process_environ
+
+    seen: dict[int, dict[str, str] | None] = {}
+
+    def read(pid: int) -> dict[str, str] | None:
+        if pid not in seen:
+            seen[pid] = process_environ(pid)
+        return seen[pid]
+
+    return read
+
+
+def credential_exposure(
+    rt: Runtime, fleet: Fleet, *, reader: Callable[[int], Mapping[str, str] | None] | None = None
+) -> dict[str, Any]:
     """Where an agent can read a daemon credential (fingerprints only); never fails
     the status: a tmux that does not answer is reported as not checked."""
     from loop_tmux import TmuxUnavailable
@@ -79,7 +98,9 @@ def credential_exposure(rt: Runtime, fleet: Fleet) -> dict[str, Any]:
     except TmuxUnavailable as exc:
         return {"count": 0, "items": [], "error": str(exc) or "tmux did not answer"}
     panes = [p for group in fleet.panes.values() for p in group]
-    return exposure_summary(exposures(rt.config, glob, panes))
+    if reader is None:
+        return exposure_summary(exposures(rt.config, glob, panes))
+    return exposure_summary(exposures(rt.config, glob, panes, reader=reader))
 
 
 def blocked_sessions(

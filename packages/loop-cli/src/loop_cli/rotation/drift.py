@@ -180,7 +180,11 @@ def drift_line(report: DriftReport) -> str | None:
 
 
 def status_block(
-    config: Config, records: Iterable[SessionRecord], fleet: Fleet
+    config: Config,
+    records: Iterable[SessionRecord],
+    fleet: Fleet,
+    *,
+    reader: EnvironReader = process_environ,
 ) -> dict[str, Any] | None:
     """`status`'s sessionEnvironment block for the active `records` (None when no
     env.file is configured).
@@ -204,7 +208,7 @@ def status_block(
         return {"file": str(path), "error": str(err)}
     assert env is not None
     panes = [pane for group in fleet.panes.values() for pane in group]
-    report = environment_drift(records, env, panes)
+    report = environment_drift(records, env, panes, reader=reader)
     block: dict[str, Any] = {"file": str(path), "error": None, **report.to_dict()}
     line = drift_line(report)
     if line is not None:

@@ -20,7 +20,7 @@ import subprocess
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -224,6 +224,15 @@ def check_launcher(launcher: EnvFileLauncher) -> str | None:
         lines = done.stderr.decode("utf-8", "replace").strip().splitlines()
         said = f": {lines[-1]}" if lines else ""
         return f"the launcher ({argv[0]}) exited {done.returncode}{said}"
+    return None
+
+
+def launcher_resolves(launcher: EnvFileLauncher) -> str | None:
+    """The dry run's launcher check, without starting a process: its program is an
+    executable file. (The env file itself was read for this run already.)"""
+    program = launcher.argv({}, ["true"])[0]
+    if not (os.path.isfile(program) and os.access(program, os.X_OK)):
+        return f"the launcher ({program}) is not an executable file"
     return None
 
 
@@ -467,6 +476,13 @@ def restart_sessions(
     `declared` is the file as read for this run. Only stale or unreadable sessions are
     relaunched unless `force`; `dry_run` decides everything and touches nothing.
     """
+    if dry_run and deps.launcher_check is None:
+        # A plan that starts nothing: the launcher is resolved, not run (a Python
+        # start-up per dry run would be most of its cost). The real run runs it.
+        launcher = deps.launcher
+        deps = replace(
+            deps, launcher_check=lambda: launcher_resolves(launcher), _launcher_reason=[]
+        )
     decided = plan(selection, declared, deps, force=force)
     plans = [d for d in decided if isinstance(d, _Plan)]
     if dry_run:
