@@ -41,7 +41,7 @@ def daemon_lock(rt: Runtime) -> Iterator[None]:
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            current = heartbeat.read(rt.store, SERVICE)
+            current = heartbeat.read(rt.store, SERVICE, rt.host_name)
             pid = f" (pid {current.pid})" if current and current.state == "running" else ""
             raise OperationalError(
                 f"a poller daemon is already running on state dir {rt.state_dir}{pid};"
@@ -92,7 +92,7 @@ def cycle_summary(
 
 def record_once(rt: Runtime, summary: dict[str, Any]) -> None:
     """A `poll --once` run: beat as "once", unless a live daemon owns the heartbeat."""
-    current = heartbeat.read(rt.store, SERVICE)
+    current = heartbeat.read(rt.store, SERVICE, rt.host_name)
     if current is not None and current.state == "running" and current.running():
         return
     now = datetime.now(timezone.utc)
@@ -103,6 +103,7 @@ def record_once(rt: Runtime, summary: dict[str, Any]) -> None:
         started=now,
         detail={"lastCycle": summary, "mode": "once"},
         state="once",
+        host=rt.host_name,
     )
 
 
@@ -143,7 +144,10 @@ def run_forever(
     started = datetime.now(timezone.utc)
     fresh = stale_after(interval)
     ground = rt.ground()
-    heartbeat.beat(rt.store, SERVICE, stale_after=fresh, started=started, detail={"mode": "daemon"})
+    host = rt.host_name
+    heartbeat.beat(
+        rt.store, SERVICE, stale_after=fresh, started=started, detail={"mode": "daemon"}, host=host
+    )
     drainer = _DrainThread(rt, stop, ground.check)
     drainer.thread.start()
     role = rt.store.role_lock("poller")  # one poller for a fleet; always ours on SQLite
@@ -183,6 +187,7 @@ def run_forever(
                 stale_after=fresh,
                 started=started,
                 detail={"mode": "daemon", "lastCycle": summary, "inbox": _inbox(rt)},
+                host=host,
             )
             if on_cycle is not None:
                 on_cycle(summary)
@@ -197,7 +202,11 @@ def run_forever(
             drainer.drain.run(until_idle=True)
         if lost is None and drainer.error is None:
             heartbeat.stopped(
-                rt.store, SERVICE, started=started, detail={"mode": "daemon", "lastCycle": summary}
+                rt.store,
+                SERVICE,
+                started=started,
+                detail={"mode": "daemon", "lastCycle": summary},
+                host=host,
             )
     if lost is not None:
         raise GroundLost(lost)
