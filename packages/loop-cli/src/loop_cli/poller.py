@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import threading
+import time
 from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -193,7 +194,7 @@ def run_forever(
                 on_cycle(summary)
             if max_cycles is not None and cycles >= max_cycles:
                 break
-            stop.wait(interval)
+            _wait_serving(rt, stop, interval)
     finally:
         stop.set()
         role.release()
@@ -213,6 +214,40 @@ def run_forever(
     if drainer.error is not None:
         raise drainer.error
     return cycles
+
+
+def _wait_serving(rt: Runtime, stop: threading.Event, interval: float) -> None:
+    """Wait for the next cycle; on a fleet's shared store, take this host's restart
+    requests now and every third of a lease meanwhile (`sessions restart --host`
+    waits about two leases for the answer, whatever the poll interval)."""
+    if not rt.fleet:
+        stop.wait(interval)
+        return
+    deadline = time.monotonic() + interval
+    step = max(0.5, rt.config.host.lease_seconds / 3)
+    while not stop.is_set():
+        serve_restart_requests(rt)
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return
+        stop.wait(min(left, step))
+
+
+def serve_restart_requests(rt: Runtime) -> None:
+    """Restart requests for this host (see rotation/hosts.py); a failure to read them
+    (the database away) is noted and tried again at the next step."""
+    from .rotation.hosts import serve_requests
+
+    try:
+        serve_requests(rt)
+    except Exception as exc:
+        error = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+        rt.event_log.emit(
+            "poll.error",
+            level="error",
+            source="poller",
+            detail={"error": error, "during": "restart requests"},
+        )
 
 
 def _inbox(rt: Runtime) -> dict[str, Any] | None:
