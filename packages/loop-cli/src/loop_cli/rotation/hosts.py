@@ -133,15 +133,14 @@ def request_restarts(
     sleep: Callable[[float], None] = time.sleep,
 ) -> list[HostAnswer]:
     """Write one request per host, then wait up to `wait` seconds for their answers
-    (each handed to `on_answer` as it comes). Hosts whose lease ran out are answered at
-    once as "expired"; their requests stay queued."""
+    (each handed to `on_answer` as it comes). A host whose lease has run out (before
+    or during the wait) is answered at once as "expired"; its request stays queued."""
     from loop_dispatch.hostrestarts import RestartRequests
     from loop_dispatch.hosts import Hosts
 
     requests = RestartRequests(rt.store)
     by = f"{rt.host_name}/{os.getpid()}"
     made = {r.id: r for r in requests.request(hosts, by=by, force=force, dry_run=dry_run)}
-    live = {h.name for h in Hosts(rt.store).list() if h.live}
     answers: dict[int, HostAnswer] = {}
 
     def answer(request: RestartRequest, state: str) -> None:
@@ -150,17 +149,17 @@ def request_restarts(
         if on_answer is not None:
             on_answer(got)
 
-    for request in made.values():
-        if request.host not in live:
-            answer(request, "expired")
     deadline = time.monotonic() + max(0.0, wait)
     while True:
         waiting = [i for i in made if i not in answers]
         if not waiting:
             break
+        live = {h.name for h in Hosts(rt.store).list() if h.live}
         for request in requests.get(waiting):
             if request.state == "done":
                 answer(request, "done")
+            elif request.host not in live and request.state == "pending":
+                answer(request, "expired")
         if len(answers) == len(made) or time.monotonic() >= deadline:
             break
         sleep(POLL_SECONDS)
