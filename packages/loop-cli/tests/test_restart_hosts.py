@@ -99,7 +99,7 @@ def test_all_hosts_reports_each_host_answered_failed_expired_or_silent(
     assert "Traceback" not in unknown.output
 
     # The workers of host-a (env file set) and host-b (none: its restart cannot run).
-    from loop_cli.rotation.hosts import serve_requests
+    from loop_cli.host_restart import serve_requests
 
     workers = []
     for name, extra in (("host-a", f"env: {{file: {env}}}\n"), ("host-b", "")):

@@ -234,9 +234,9 @@ def _wait_serving(rt: Runtime, stop: threading.Event, interval: float) -> None:
 
 
 def serve_restart_requests(rt: Runtime) -> None:
-    """Restart requests for this host (see rotation/hosts.py); a failure to read them
+    """Restart requests for this host (see host_restart.py); a failure to read them
     (the database away) is noted and tried again at the next step."""
-    from .rotation.hosts import serve_requests
+    from .host_restart import serve_requests
 
     try:
         serve_requests(rt)

@@ -13,7 +13,7 @@ from ._common import echo_json, runtime, table
 if TYPE_CHECKING:
     from loop_envstate import EnvFile
 
-    from ..rotation.hosts import HostAnswer
+    from ..host_restart import HostAnswer
     from ..rotation.restart import Row
 
 
@@ -72,7 +72,7 @@ def _remote(
     ctx: click.Context, hosts: tuple[str, ...], all_hosts: bool, opts: dict[str, Any]
 ) -> None:
     """--host / --all-hosts on a fleet's shared store: ask, wait, report each host."""
-    from ..rotation.hosts import request_restarts, target_hosts
+    from ..host_restart import request_restarts, target_hosts
 
     rt = runtime(ctx)
     targets = target_hosts(rt, hosts, all_hosts)
@@ -142,7 +142,7 @@ def restart(
     --host NAME / --all-hosts ask those hosts' workers to do the same with their own
     sessions, and report each host (exit 1 when one failed or did not answer).
     """
-    from ..rotation.hosts import this_host_selection
+    from ..host_restart import this_host_selection
     from ..rotation.launcher import require_env_file
     from ..rotation.restart import exit_code, restart_sessions, select
 
@@ -157,7 +157,7 @@ def restart(
         return
     rt = runtime(ctx)
     if remote:  # the SQLite store: one host, this one, restarted right here
-        from ..rotation.hosts import target_hosts
+        from ..host_restart import target_hosts
 
         target_hosts(rt, hosts, all_hosts)
         all_ = True

@@ -24,14 +24,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..errors import LoopError, UsageError
-from .restart import Row, Selection, exit_code, restart_sessions
+from .errors import LoopError, UsageError
+from .rotation.restart import Row, Selection, exit_code, restart_sessions
 
 if TYPE_CHECKING:
     from loop_dispatch.hostrestarts import RestartRequest
     from loop_envstate import EnvFile
 
-    from ..runtime import Runtime
+    from .runtime import Runtime
 
 EVENT_SOURCE = "sessions.restart"
 POLL_SECONDS = 0.25
@@ -178,7 +178,7 @@ def serve_requests(rt: Runtime) -> list[RestartRequest]:
     from loop_dispatch.hostrestarts import RestartRequests, summary
     from loop_dispatch.hosts import host_owner
 
-    from .launcher import require_env_file
+    from .rotation.launcher import require_env_file
 
     requests = RestartRequests(rt.store)
     done = []
