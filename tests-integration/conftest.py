@@ -10,7 +10,7 @@ import shutil
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -94,3 +94,36 @@ def fake_harness_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     directory.mkdir()
     monkeypatch.setenv("FAKE_HARNESS_DIR", str(directory))
     return directory
+
+
+# -- a private PostgreSQL cluster (the fleet tests) --------------------------------------
+
+
+@pytest.fixture(scope="module")
+def pg_cluster():
+    """A private PostgreSQL cluster for a module's fleet tests (skipped, naming what is
+    missing, where psycopg or the server binaries are absent)."""
+    pytest.importorskip("psycopg", reason="psycopg is not installed")
+    from loop_dispatch.pgcluster import ClusterUnavailable, start_cluster
+
+    try:
+        cluster = start_cluster()
+    except ClusterUnavailable as exc:
+        pytest.skip(f"no private PostgreSQL cluster: {exc}")
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+def extra_socket() -> Iterator[Callable[[], str]]:
+    """Callable: a new unique private tmux socket name (one per extra host of a fleet
+    test); at teardown the server on each (only those) is killed."""
+    names: list[str] = []
+
+    def new() -> str:
+        names.append(f"loop-test-x-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+        return names[-1]
+
+    yield new
+    for name in names:
+        Tmux(socket_name=name, config_file="/dev/null").kill_server(timeout=15)

@@ -318,6 +318,37 @@ class Rig:
         return out
 
 
+def fleet_host(
+    tmp: Path,
+    socket: str,
+    name: str,
+    cluster: Any,
+    url: str,
+    *,
+    capacity: int,
+    lease: float = 3.0,
+    **rig_options: Any,
+) -> Rig:
+    """One host of a fleet: a Rig whose config names the shared database (password by
+    variable name) and this host (`host.name`, lease, capacity)."""
+    tmp.mkdir()
+    rig = Rig(tmp, socket, **rig_options)
+    config = yaml.safe_load(rig.config_path.read_text())
+    config["store"] = {"url": url, "passwordEnv": "FLEET_PG_PASSWORD"}
+    config["host"] = {"name": name, "leaseSeconds": lease, "maxSessions": capacity}
+    rig.config_path.write_text(yaml.safe_dump(config))
+    rig.env["FLEET_PG_PASSWORD"] = cluster.password
+    return rig
+
+
+def pane_pids(socket: str) -> dict[str, int]:
+    """Session name -> its live pane's pid, on one private tmux server (one call)."""
+    from loop_tmux import Tmux
+
+    panes = Tmux(socket_name=socket, config_file="/dev/null").panes()
+    return {p.session: p.pid for p in panes if not p.dead and p.session.startswith("loop-")}
+
+
 def tally(sent: Sequence[str], counts: Counter[str]) -> dict[str, int]:
     """sent / delivered once / twice / more / lost, over the markers sent."""
     return {

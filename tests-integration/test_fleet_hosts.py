@@ -15,8 +15,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-import yaml
-from inbox_rig import Rig, marker, order_violations, tally
+from inbox_rig import Rig, fleet_host, marker, order_violations, tally
 from integration_support import wait_for
 
 from loop_tmux import Presence, Tmux
@@ -28,19 +27,6 @@ ITEMS = 4
 PER_ITEM = 4
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    pytest.importorskip("psycopg", reason="psycopg is not installed")
-    from loop_dispatch.pgcluster import ClusterUnavailable, start_cluster
-
-    try:
-        c = start_cluster()
-    except ClusterUnavailable as exc:
-        pytest.skip(f"no private PostgreSQL cluster: {exc}")
-    yield c
-    c.stop()
-
-
 @pytest.fixture
 def second_socket() -> str:
     name = f"loop-test-b-{uuid.uuid4().hex[:8]}"
@@ -48,15 +34,10 @@ def second_socket() -> str:
     Tmux(socket_name=name, config_file="/dev/null").kill_server(timeout=15)
 
 
-def _host(tmp: Path, socket: str, name: str, url: str, password: str, cap: int) -> Rig:
-    tmp.mkdir()
-    rig = Rig(tmp, socket, interval=1.0, max_backoff=1.0)
-    config = yaml.safe_load(rig.config_path.read_text())
-    config["store"] = {"url": url, "passwordEnv": "FLEET_PG_PASSWORD"}
-    config["host"] = {"name": name, "leaseSeconds": LEASE, "maxSessions": cap}
-    rig.config_path.write_text(yaml.safe_dump(config))
-    rig.env["FLEET_PG_PASSWORD"] = password
-    return rig
+def _host(tmp: Path, socket: str, name: str, cluster, url: str, cap: int) -> Rig:
+    return fleet_host(
+        tmp, socket, name, cluster, url, capacity=cap, lease=LEASE, interval=1.0, max_backoff=1.0
+    )
 
 
 def _events(rig: Rig, type_: str) -> list[dict]:
@@ -64,11 +45,11 @@ def _events(rig: Rig, type_: str) -> list[dict]:
 
 
 def test_a_killed_host_moves_its_items_with_nothing_lost_and_ends_its_stale_agents(
-    tmp_path: Path, tmux_socket: str, second_socket: str, cluster
+    tmp_path: Path, tmux_socket: str, second_socket: str, pg_cluster
 ) -> None:
-    url = cluster.create_database()
-    a = _host(tmp_path / "a", tmux_socket, "host-a", url, cluster.password, cap=ITEMS)
-    b = _host(tmp_path / "b", second_socket, "host-b", url, cluster.password, cap=ITEMS)
+    url = pg_cluster.create_database()
+    a = _host(tmp_path / "a", tmux_socket, "host-a", pg_cluster, url, cap=ITEMS)
+    b = _host(tmp_path / "b", second_socket, "host-b", pg_cluster, url, cap=ITEMS)
     try:
         pa, pb = a.poller(), b.poller()
         pa.start()

@@ -102,6 +102,14 @@ def test_status_and_sessions_list_show_the_fleet_per_host(
         # host-b has the most free capacity: the item is placed there.
         assert b.hosts.claim("host-b", b.owner, limit=1, lease_seconds=60, alive=lambda o: True)
         store.registry.register(ref, harness="h", conversation_id="c1", cwd="/")
+        # Each host's daemons beat their own rows: host-b's running poller must not
+        # make host-a's look running, and host-a's stop must not stop host-b's.
+        from loop_cli import heartbeat
+
+        now = datetime.now(timezone.utc)
+        heartbeat.beat(store, "poller", stale_after=60, started=now, host="host-b")
+        heartbeat.stopped(store, "poller", started=now, host="host-a")
+        heartbeat.beat(store, "webhook", stale_after=60, started=now, host="recv-1")
     result = run_cli("--config", str(config), "status", "--format", "json")
     assert result.exit_code in (0, 1), result.output
     hosts = json.loads(result.output)["hosts"]
@@ -111,8 +119,19 @@ def test_status_and_sessions_list_show_the_fleet_per_host(
     assert rows["host-a"]["live"]
     assert rows["host-b"]["live"]
     assert hosts["totals"] == {"hosts": 2, "live": 2, "placed": 1, "capacity": 8}
+    assert rows["host-a"]["services"] == {"poller": "stopped"}
+    assert rows["host-b"]["services"] == {"poller": "running"}
+    assert hosts["otherHosts"] == [{"name": "recv-1", "services": {"webhook": "running"}}]
+    services = {s["name"]: s for s in json.loads(result.output)["services"]}
+    assert services["poller"]["state"] == "stopped"  # this host's (host-a's) poller
+    assert not json.loads(result.output)["ok"]
     text = run_cli("--config", str(config), "status").output
     assert "host:      host-a (this host): live, 0/3 items" in text
+    assert "s; poller stopped" in text
+    assert "host:      host-b: live, 1/5 items" in text
+    assert "; poller running" in text.split("host:      host-b")[1].splitlines()[0]
+    assert "host:      recv-1: no worker; webhook running" in text
+    assert "poller:    NOT RUNNING (stopped)" in text
     assert "fleet:     2/2 hosts live, 1 items placed, capacity 8" in text
     listing = run_cli("--config", str(config), "sessions", "list").output
     assert "HOST" in listing.splitlines()[0]

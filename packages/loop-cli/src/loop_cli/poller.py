@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import threading
+import time
 from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -41,7 +42,7 @@ def daemon_lock(rt: Runtime) -> Iterator[None]:
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            current = heartbeat.read(rt.store, SERVICE)
+            current = heartbeat.read(rt.store, SERVICE, rt.host_name)
             pid = f" (pid {current.pid})" if current and current.state == "running" else ""
             raise OperationalError(
                 f"a poller daemon is already running on state dir {rt.state_dir}{pid};"
@@ -92,7 +93,7 @@ def cycle_summary(
 
 def record_once(rt: Runtime, summary: dict[str, Any]) -> None:
     """A `poll --once` run: beat as "once", unless a live daemon owns the heartbeat."""
-    current = heartbeat.read(rt.store, SERVICE)
+    current = heartbeat.read(rt.store, SERVICE, rt.host_name)
     if current is not None and current.state == "running" and current.running():
         return
     now = datetime.now(timezone.utc)
@@ -103,6 +104,7 @@ def record_once(rt: Runtime, summary: dict[str, Any]) -> None:
         started=now,
         detail={"lastCycle": summary, "mode": "once"},
         state="once",
+        host=rt.host_name,
     )
 
 
@@ -143,7 +145,10 @@ def run_forever(
     started = datetime.now(timezone.utc)
     fresh = stale_after(interval)
     ground = rt.ground()
-    heartbeat.beat(rt.store, SERVICE, stale_after=fresh, started=started, detail={"mode": "daemon"})
+    host = rt.host_name
+    heartbeat.beat(
+        rt.store, SERVICE, stale_after=fresh, started=started, detail={"mode": "daemon"}, host=host
+    )
     drainer = _DrainThread(rt, stop, ground.check)
     drainer.thread.start()
     role = rt.store.role_lock("poller")  # one poller for a fleet; always ours on SQLite
@@ -183,12 +188,13 @@ def run_forever(
                 stale_after=fresh,
                 started=started,
                 detail={"mode": "daemon", "lastCycle": summary, "inbox": _inbox(rt)},
+                host=host,
             )
             if on_cycle is not None:
                 on_cycle(summary)
             if max_cycles is not None and cycles >= max_cycles:
                 break
-            stop.wait(interval)
+            _wait_serving(rt, stop, interval)
     finally:
         stop.set()
         role.release()
@@ -197,13 +203,51 @@ def run_forever(
             drainer.drain.run(until_idle=True)
         if lost is None and drainer.error is None:
             heartbeat.stopped(
-                rt.store, SERVICE, started=started, detail={"mode": "daemon", "lastCycle": summary}
+                rt.store,
+                SERVICE,
+                started=started,
+                detail={"mode": "daemon", "lastCycle": summary},
+                host=host,
             )
     if lost is not None:
         raise GroundLost(lost)
     if drainer.error is not None:
         raise drainer.error
     return cycles
+
+
+def _wait_serving(rt: Runtime, stop: threading.Event, interval: float) -> None:
+    """Wait for the next cycle; on a fleet's shared store, take this host's restart
+    requests now and every third of a lease meanwhile (`sessions restart --host`
+    waits about two leases for the answer, whatever the poll interval)."""
+    if not rt.fleet:
+        stop.wait(interval)
+        return
+    deadline = time.monotonic() + interval
+    step = max(0.5, rt.config.host.lease_seconds / 3)
+    while not stop.is_set():
+        serve_restart_requests(rt)
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return
+        stop.wait(min(left, step))
+
+
+def serve_restart_requests(rt: Runtime) -> None:
+    """Restart requests for this host (see host_restart.py); a failure to read them
+    (the database away) is noted and tried again at the next step."""
+    from .host_restart import serve_requests
+
+    try:
+        serve_requests(rt)
+    except Exception as exc:
+        error = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+        rt.event_log.emit(
+            "poll.error",
+            level="error",
+            source="poller",
+            detail={"error": error, "during": "restart requests"},
+        )
 
 
 def _inbox(rt: Runtime) -> dict[str, Any] | None:

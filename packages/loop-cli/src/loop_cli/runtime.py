@@ -275,6 +275,12 @@ class Runtime:
         )
 
     @property
+    def host_name(self) -> str:
+        """This host's name in the fleet (`host.name`, default the machine's hostname);
+        heartbeats and restart requests are keyed by it."""
+        return self.config.host.effective_name()
+
+    @property
     def fleet(self) -> bool:
         """Whether this host is one of a fleet sharing a PostgreSQL store."""
         return bool(self.config.store.url)

@@ -32,7 +32,9 @@ def collect_status(rt: Runtime, now: datetime | None = None) -> dict[str, Any]:
     now = now or datetime.now(timezone.utc)
     cfg = rt.config
     enabled = {"poller": cfg.services.poller, "webhook": cfg.services.webhook}
-    beats = {name: heartbeat.read(rt.store, name) for name in SERVICES} if rt.has_state else {}
+    # A fleet's hosts each beat their own rows: the services here are this host's.
+    host = rt.host_name if rt.fleet else None
+    beats = {n: heartbeat.read(rt.store, n, host) for n in SERVICES} if rt.has_state else {}
     services = [_service_row(name, enabled[name], beats.get(name), now) for name in SERVICES]
     poll_hb = beats.get("poller")
     records, quarantined = rt.store.registry.scan() if rt.has_state else ([], [])
@@ -136,14 +138,21 @@ def blocked_sessions(
 
 
 def hosts_block(rt: Runtime, now: datetime) -> dict[str, Any]:
-    """The fleet on a shared store: one row per host and the totals."""
+    """The fleet on a shared store: one row per host (its lease and the state of its
+    daemons, from their own heartbeats), hosts that run daemons but no worker, and the
+    totals."""
     from loop_dispatch.hosts import Hosts
 
     rows = [h.as_dict(now) for h in Hosts(rt.store).list()]
+    beats = heartbeat.read_all(rt.store)
+    for row in rows:
+        row["services"] = _service_states(beats.pop(row["name"], {}), now)
+    others = [{"name": n, "services": _service_states(b, now)} for n, b in beats.items()]
     live = [r for r in rows if r["live"]]
     return {
-        "this": rt.config.host.effective_name(),
+        "this": rt.host_name,
         "hosts": rows,
+        "otherHosts": others,
         "totals": {
             "hosts": len(rows),
             "live": len(live),
@@ -153,13 +162,28 @@ def hosts_block(rt: Runtime, now: datetime) -> dict[str, Any]:
     }
 
 
+def _service_states(beats: dict[str, heartbeat.Heartbeat], now: datetime) -> dict[str, str]:
+    """Service -> "running" / "stopped" / "stale" for one host's heartbeats."""
+    return {name: _state(hb, hb.running(now)) for name, hb in sorted(beats.items())}
+
+
+def _services_text(services: dict[str, str]) -> str:
+    return ", ".join(f"{name} {state}" for name, state in services.items()) or "no daemon beat"
+
+
 def host_lines(block: dict[str, Any]) -> list[str]:
     lines = []
     for row in block["hosts"]:
         mark = " (this host)" if row["name"] == block["this"] else ""
         lines.append(
             f"host:      {row['name']}{mark}: {'live' if row['live'] else 'EXPIRED'}, "
-            f"{row['placed']}/{row['maxSessions']} items, lease age {row['leaseAgeSeconds']}s"
+            f"{row['placed']}/{row['maxSessions']} items, lease age {row['leaseAgeSeconds']}s; "
+            + _services_text(row.get("services", {}))
+        )
+    for row in block.get("otherHosts", []):
+        mark = " (this host)" if row["name"] == block["this"] else ""
+        lines.append(
+            f"host:      {row['name']}{mark}: no worker; " + _services_text(row["services"])
         )
     t = block["totals"]
     lines.append(
@@ -185,16 +209,18 @@ def _service_row(
         running = hb.running(now)
         row.update(
             running=running,
-            state=(
-                ("running" if hb.state == "running" else "fresh --once runs")
-                if running
-                else ("stopped" if hb.state == "stopped" else "stale")
-            ),
+            state=_state(hb, running),
             pid=hb.pid,
             lastBeat=hb.beat.isoformat(),
             ageSeconds=round(hb.age(now), 1),
         )
     return row
+
+
+def _state(hb: heartbeat.Heartbeat, running: bool) -> str:
+    if running:
+        return "running" if hb.state == "running" else "fresh --once runs"
+    return "stopped" if hb.state == "stopped" else "stale"
 
 
 def session_counts(records: list[SessionRecord], fleet: Fleet) -> dict[str, Any]:

@@ -70,6 +70,23 @@ HOSTS_MIGRATIONS = [
     );
     CREATE INDEX placements_by_host ON placements (host);
     """,
+    # v2: restart requests (`sessions restart --host/--all-hosts`): the named host's
+    # worker takes its own, restarts its sessions and records the counts.
+    """
+    CREATE TABLE host_restarts (
+        id           INTEGER PRIMARY KEY AUTOINCREMENT,
+        host         TEXT NOT NULL,
+        force        INTEGER NOT NULL DEFAULT 0,
+        dry_run      INTEGER NOT NULL DEFAULT 0,
+        requested_by TEXT NOT NULL,
+        requested_at TEXT NOT NULL,
+        taken_at     TEXT,
+        taken_by     TEXT,
+        done_at      TEXT,
+        result       TEXT
+    );
+    CREATE INDEX host_restarts_open ON host_restarts (host, id) WHERE done_at IS NULL;
+    """,
 ]
 
 # Candidates: claimable queue heads this host may take (placed here, unplaced, or

@@ -6,11 +6,14 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from ..errors import UsageError
+from ..terminal import printable
 from ._common import echo_json, runtime, table
 
 if TYPE_CHECKING:
     from loop_envstate import EnvFile
 
+    from ..host_restart import HostAnswer
     from ..rotation.restart import Row
 
 
@@ -44,9 +47,77 @@ def as_json(rows: list[Row], env: EnvFile, dry_run: bool, force: bool, code: int
     }
 
 
+def host_line(answer: HostAnswer, wait: float) -> str:
+    """One line per asked host: its counts, or why there are none."""
+    rid = f"request #{answer.request_id}"
+    if answer.state == "expired":
+        return (
+            f"host {answer.host}: EXPIRED (its lease ran out): not restarted; {rid} stays "
+            "queued until its worker is back (for up to an hour)"
+        )
+    if answer.state == "no-answer":
+        return (
+            f"host {answer.host}: NO ANSWER within {wait:g}s: {rid} is still "
+            f"{answer.request_state}; it stays queued"
+        )
+    result = answer.result or {}
+    if result.get("error"):
+        return f"host {answer.host}: FAILED: {result['error']} ({rid})"
+    counted = ", ".join(f"{n} {outcome}" for outcome, n in result.get("counts", {}).items())
+    failed = " [exit 1]" if result.get("exitCode") else ""
+    return f"host {answer.host}: {counted or 'no sessions'}{failed} ({rid})"
+
+
+def _remote(
+    ctx: click.Context, hosts: tuple[str, ...], all_hosts: bool, opts: dict[str, Any]
+) -> None:
+    """--host / --all-hosts on a fleet's shared store: ask, wait, report each host."""
+    from ..host_restart import request_restarts, target_hosts
+
+    rt = runtime(ctx)
+    targets = target_hosts(rt, hosts, all_hosts)
+    wait = opts["wait"] if opts["wait"] is not None else 2 * rt.config.host.lease_seconds
+    text = opts["fmt"] == "text"
+    if text:
+        mode = " [dry run]" if opts["dry_run"] else (" [force]" if opts["force"] else "")
+        click.echo(
+            f"asked {len(targets)} host(s) to restart their sessions{mode}; waiting up to {wait:g}s"
+        )
+    answers = request_restarts(
+        rt,
+        targets,
+        force=opts["force"],
+        dry_run=opts["dry_run"],
+        wait=wait,
+        on_answer=(lambda a: click.echo(printable(host_line(a, wait)))) if text else None,
+    )
+    code = 1 if any(a.failed for a in answers) else 0
+    if text:
+        answered = sum(a.state == "done" for a in answers)
+        click.echo(f"summary: {answered} of {len(answers)} host(s) answered")
+    else:
+        echo_json({"hosts": [a.as_dict() for a in answers], "wait": wait, "exitCode": code})
+    ctx.exit(code)
+
+
 @click.command()
 @click.argument("refs", nargs=-1, metavar="[REF]...")
-@click.option("--all", "all_", is_flag=True, help="Every registered, running session.")
+@click.option("--all", "all_", is_flag=True, help="Every running session of this host.")
+@click.option(
+    "--host",
+    "hosts",
+    multiple=True,
+    metavar="NAME",
+    help="Ask host NAME's worker to restart its sessions (repeatable; through the store).",
+)
+@click.option("--all-hosts", is_flag=True, help="Ask every host of the fleet (through the store).")
+@click.option(
+    "--wait",
+    type=click.FloatRange(min=0),
+    default=None,
+    metavar="SECONDS",
+    help="With --host/--all-hosts: how long to wait for the answers (default: 2 leases).",
+)
 @click.option("--dry-run", is_flag=True, help="Say what would happen and why; touch nothing.")
 @click.option("--force", is_flag=True, help="Relaunch running sessions even if up to date.")
 @click.option(
@@ -54,18 +125,45 @@ def as_json(rows: list[Row], env: EnvFile, dry_run: bool, force: bool, code: int
 )
 @click.pass_context
 def restart(
-    ctx: click.Context, refs: tuple[str, ...], all_: bool, dry_run: bool, force: bool, fmt: str
+    ctx: click.Context,
+    refs: tuple[str, ...],
+    all_: bool,
+    hosts: tuple[str, ...],
+    all_hosts: bool,
+    wait: float | None,
+    dry_run: bool,
+    force: bool,
+    fmt: str,
 ) -> None:
     """Relaunch sessions (--all or REF...) onto the values env.file declares now.
 
     Each stale session's harness is respawned in place, resuming its conversation in
-    its cwd; exit 1 when any relaunch failed or still holds an old value.
+    its cwd; exit 1 when any relaunch failed or still holds an old value. On a fleet,
+    --host NAME / --all-hosts ask those hosts' workers to do the same with their own
+    sessions, and report each host (exit 1 when one failed or did not answer).
     """
+    from ..host_restart import this_host_selection
     from ..rotation.launcher import require_env_file
     from ..rotation.restart import exit_code, restart_sessions, select
 
-    selection = select(all_, list(refs))
+    remote = bool(hosts) or all_hosts
+    if remote and (all_ or refs):
+        raise UsageError("give --host/--all-hosts, or --all, or work item refs: one of them")
+    if wait is not None and not remote:
+        raise UsageError("--wait applies to --host/--all-hosts only")
+    if remote and runtime(ctx).fleet:
+        opts = {"wait": wait, "fmt": fmt, "force": force, "dry_run": dry_run}
+        _remote(ctx, hosts, all_hosts, opts)
+        return
     rt = runtime(ctx)
+    if remote:  # the SQLite store: one host, this one, restarted right here
+        from ..host_restart import target_hosts
+
+        target_hosts(rt, hosts, all_hosts)
+        all_ = True
+    selection = select(all_, list(refs))
+    if selection.all:
+        selection = this_host_selection(rt)
     env = require_env_file(rt.config)
     if env.malformed:
         numbers = ", ".join(map(str, env.malformed))

@@ -33,6 +33,8 @@ def migrate(ctx: click.Context, url: str, password_env: str | None, fmt: str) ->
     from loop_dispatch.copy import copy_store
     from loop_dispatch.store import Store, is_postgresql_url
 
+    from ..heartbeat import MIGRATIONS as HEARTBEAT_MIGRATIONS
+    from ..heartbeat import NAMESPACE as HEARTBEAT_NAMESPACE
     from ..tracker import MIGRATIONS as TRACKER_MIGRATIONS
     from ..tracker import NAMESPACE as TRACKER_NAMESPACE
     from ..webhook.seen import MIGRATIONS as WEBHOOK_MIGRATIONS
@@ -54,7 +56,11 @@ def migrate(ctx: click.Context, url: str, password_env: str | None, fmt: str) ->
         copied = copy_store(
             rt.store,
             target,
-            {TRACKER_NAMESPACE: TRACKER_MIGRATIONS, WEBHOOK_NAMESPACE: WEBHOOK_MIGRATIONS},
+            {
+                TRACKER_NAMESPACE: TRACKER_MIGRATIONS,
+                WEBHOOK_NAMESPACE: WEBHOOK_MIGRATIONS,
+                HEARTBEAT_NAMESPACE: HEARTBEAT_MIGRATIONS,
+            },
         )
     finally:
         target.close()

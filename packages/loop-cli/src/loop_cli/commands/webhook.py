@@ -227,7 +227,14 @@ def start(
 
     def heartbeat() -> None:
         detail = {"host": host, "port": port, "route": route, **dict(stats)}
-        beat(store, SERVICE, stale_after=HEARTBEAT_SECONDS * 3, started=started, detail=detail)
+        beat(
+            store,
+            SERVICE,
+            stale_after=HEARTBEAT_SECONDS * 3,
+            started=started,
+            detail=detail,
+            host=rt.host_name,
+        )
 
     running: list[int] = []
 
@@ -255,7 +262,7 @@ def start(
     finally:
         failure = getattr(app.state, "drain_failure", None)
         if running and not failure:  # a receiver that never listened must not overwrite
-            stopped(store, SERVICE, started=started, detail=dict(stats))
+            stopped(store, SERVICE, started=started, detail=dict(stats), host=rt.host_name)
     if failure:
         raise OperationalError(f"gh-webhook: stopping: {failure[0]}")
     click.echo("gh-webhook stopped", err=True)
