@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from loop_cli import config_cache
-from loop_cli.config import load_file
+from loop_cli.config import Config, load_file
 from loop_cli.errors import ConfigError
 
 TEXT = "stateDir: state\nrouting: {tmuxSocket: loop-cache-test}\nhost: {maxSessions: 7}\n"
@@ -38,7 +38,7 @@ def test_a_second_load_is_the_same_config_from_the_cache(tmp_path: Path, cache: 
     path = _write(tmp_path / "a" / "config.yaml")
     first = load_file(path)
     assert [p.suffix for p in cache.iterdir()] == [".msgpack"]
-    assert config_cache.cached(path, TEXT) == first
+    assert config_cache.cached(path, TEXT, Config) == first
     again = load_file(path)
     assert again == first
     assert again.state_dir == tmp_path / "a" / "state"  # a Path again, anchored
@@ -48,7 +48,7 @@ def test_a_second_load_is_the_same_config_from_the_cache(tmp_path: Path, cache: 
 def test_a_warm_load_imports_no_yaml(tmp_path: Path, cache: Path) -> None:
     path = _write(tmp_path / "config.yaml")
     probe = (
-        "import sys; from pathlib import Path; from loop_cli.config import load_file; "
+        "import sys; from pathlib import Path; from loop_cli.config import Config, load_file; "
         f"c = load_file(Path({str(path)!r})); "
         "print(c.host.max_sessions, 'yaml' in sys.modules)"
     )
@@ -64,7 +64,7 @@ def test_another_text_is_a_miss_and_the_new_value_wins(tmp_path: Path, cache: Pa
     path = _write(tmp_path / "config.yaml")
     assert load_file(path).host.max_sessions == 7
     _write(path, TEXT.replace("7", "9"))
-    assert config_cache.cached(path, TEXT.replace("7", "9")) is None
+    assert config_cache.cached(path, TEXT.replace("7", "9"), Config) is None
     assert load_file(path).host.max_sessions == 9
 
 
@@ -83,9 +83,9 @@ def test_a_damaged_entry_is_validated_again(tmp_path: Path, cache: Path, damage:
     good = load_file(path)
     for entry in cache.iterdir():
         entry.write_bytes(damage)
-    assert config_cache.cached(path, TEXT) is None
+    assert config_cache.cached(path, TEXT, Config) is None
     assert load_file(path) == good
-    assert config_cache.cached(path, TEXT) == good  # and the entry was written anew
+    assert config_cache.cached(path, TEXT, Config) == good  # and the entry was written anew
 
 
 def test_an_entry_for_the_text_but_a_wrong_shape_is_a_miss(tmp_path: Path, cache: Path) -> None:
@@ -96,7 +96,7 @@ def test_an_entry_for_the_text_but_a_wrong_shape_is_a_miss(tmp_path: Path, cache
     entry = next(cache.iterdir())
     key, _ = msgspec.msgpack.decode(entry.read_bytes())
     entry.write_bytes(msgspec.msgpack.encode((key, msgspec.Raw(b"\x81\xa1x\x01"))))
-    assert config_cache.cached(path, TEXT) is None
+    assert config_cache.cached(path, TEXT, Config) is None
 
 
 def test_an_unwritable_cache_costs_only_speed(tmp_path: Path, cache: Path) -> None:

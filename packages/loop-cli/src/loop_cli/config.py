@@ -379,7 +379,7 @@ def load_file(path: Path) -> Config:
         raise ConfigError([f"{path}: cannot read: {exc.strerror or exc}"]) from None
     from . import config_cache
 
-    config = config_cache.cached(path, text)
+    config = config_cache.cached(path, text, Config)
     if config is None:
         config = parse_text(text, path)
         config_cache.keep(path, text, config)

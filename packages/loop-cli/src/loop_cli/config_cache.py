@@ -15,10 +15,9 @@ import contextlib
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
 
-if TYPE_CHECKING:
-    from .config import Config
+T = TypeVar("T")
 
 DISABLE_ENV = "THE_LOOP_CONFIG_CACHE"  # "0": always validate (nothing read or written)
 _MODULES = ("config.py", "validation.py", "yamlload.py")
@@ -68,8 +67,9 @@ def _path_hook(type_: Any, obj: Any) -> Any:
     raise NotImplementedError(f"{type_!r} is not kept in the config cache")
 
 
-def cached(path: Path, text: str) -> Config | None:
-    """The config validated earlier from exactly this text at this place; None on a miss."""
+def cached(path: Path, text: str, kind: type[T]) -> T | None:
+    """The `kind` validated earlier from exactly this text at this place; None on a miss.
+    (`kind` is passed in, not imported: the config module is this one's caller.)"""
     if not _enabled():
         return None
     try:
@@ -78,18 +78,16 @@ def cached(path: Path, text: str) -> Config | None:
         return None
     import msgspec
 
-    from .config import Config
-
     try:
         key, body = msgspec.msgpack.decode(blob, type=tuple[list[str], msgspec.Raw])
         if key != _key(path, text):
             return None
-        return msgspec.msgpack.decode(body, type=Config, dec_hook=_path_hook)
+        return msgspec.msgpack.decode(body, type=kind, dec_hook=_path_hook)
     except (msgspec.DecodeError, ValueError, TypeError):
         return None  # damaged or from an older shape: validate again
 
 
-def keep(path: Path, text: str, config: Config) -> None:
+def keep(path: Path, text: str, config: object) -> None:
     """Store a config just validated from `text`; any failure leaves no entry behind."""
     if not _enabled():
         return
