@@ -34,6 +34,22 @@ def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         os.environ["XDG_CACHE_HOME"] = saved
 
 
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[Any]:
+    """One private PostgreSQL cluster for the session; each test makes its own database
+    (skipped, naming what is missing, where psycopg or the server binaries are absent;
+    on CI .ci/run installs them)."""
+    pytest.importorskip("psycopg", reason="psycopg is not installed")
+    from loop_dispatch.pgcluster import ClusterUnavailable, start_cluster
+
+    try:
+        started = start_cluster()
+    except ClusterUnavailable as exc:
+        pytest.skip(f"no private PostgreSQL cluster: {exc}")
+    yield started
+    started.stop()
+
+
 @pytest.fixture
 def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A private HOME, XDG dirs and cwd; no $THE_LOOP_CONFIG; no $TMUX."""

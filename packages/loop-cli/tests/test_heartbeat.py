@@ -15,19 +15,6 @@ from loop_cli import heartbeat
 from loop_dispatch.store import Store
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    pytest.importorskip("psycopg")
-    from loop_dispatch.pgcluster import ClusterUnavailable, start_cluster
-
-    try:
-        c = start_cluster()
-    except ClusterUnavailable as exc:
-        pytest.skip(f"no private PostgreSQL cluster: {exc}")
-    yield c
-    c.stop()
-
-
 @pytest.fixture(params=["sqlite", "postgresql"])
 def store(request: pytest.FixtureRequest, tmp_path: Path):
     if request.param == "sqlite":

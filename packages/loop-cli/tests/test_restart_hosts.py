@@ -50,19 +50,6 @@ def test_on_sqlite_host_names_only_this_host(tmp_path: Path, tmux_socket: str) -
     assert "--wait applies to --host/--all-hosts only" in wait.output
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    pytest.importorskip("psycopg")
-    from loop_dispatch.pgcluster import ClusterUnavailable, start_cluster
-
-    try:
-        c = start_cluster()
-    except ClusterUnavailable as exc:
-        pytest.skip(f"no private PostgreSQL cluster: {exc}")
-    yield c
-    c.stop()
-
-
 def test_all_hosts_reports_each_host_answered_failed_expired_or_silent(
     cluster, tmp_path: Path, tmux_socket: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

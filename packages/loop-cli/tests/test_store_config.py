@@ -59,19 +59,6 @@ def test_an_unset_password_env_is_one_line_naming_the_variable(tmp_path: Path, m
         _ = rt.store
 
 
-@pytest.fixture
-def cluster():
-    pytest.importorskip("psycopg")
-    from loop_dispatch.pgcluster import ClusterUnavailable, start_cluster
-
-    try:
-        c = start_cluster()
-    except ClusterUnavailable as exc:
-        pytest.skip(f"no private PostgreSQL cluster: {exc}")
-    yield c
-    c.stop()
-
-
 def test_status_and_sessions_list_show_the_fleet_per_host(
     cluster, run_cli, isolated: Path, tmux_socket: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
