@@ -462,7 +462,8 @@ def _launcher_script(tmp_path: Path, ran: Path) -> Path:
     return script
 
 
-def test_a_dry_run_resolves_the_launcher_without_running_it(tmp_path, env_file):
+def test_a_dry_run_resolves_the_launcher_without_running_it(tmp_path, env_file, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))  # no loop-envstate to fall back on
     rec = record(1, tmp_path)
     tmux = FakeTmux(next_env=dict(NEW))
     tmux.start(rec.tmux_name, dict(OLD))
