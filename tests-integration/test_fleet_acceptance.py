@@ -1,9 +1,9 @@
 """Issue 15's acceptance: 1,000 events over 60 items arriving through two webhook
 receivers on a fleet of three hosts: each delivered once, in order per item; items
 spread over the hosts by capacity. Real pieces throughout: a private PostgreSQL
-cluster, two receiver processes (the real app under uvicorn, signed GitHub-style
-deliveries over HTTP), three `poll start` workers with their own host.name, private
-tmux server and fake harness.
+cluster, two `gh-webhook start --route` receivers (signed GitHub-style deliveries over
+HTTP), each beside a host's worker under that host's name, three `poll start` workers
+with their own host.name, private tmux server and fake harness.
 
 What counts is what the harnesses recorded (first prompts and pastes), keyed by a
 unique marker per comment: never the-loop's own account. Prints the counts (-s).
@@ -11,8 +11,6 @@ unique marker per comment: never the-loop's own account. Prints the counts (-s).
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -37,22 +35,7 @@ EVENTS = 1000
 ITEMS = 60
 CAPACITY = {"host-a": 30, "host-b": 20, "host-c": 15}  # 65 places for 60 items
 SENDERS = 4
-RECEIVER = Path(__file__).resolve().parent / "fleet_receiver.py"
 FIRST_ISSUE = 101
-
-
-def _receiver(tmp: Path, n: int, url: str, env: dict[str, str]) -> tuple[subprocess.Popen, str]:
-    port_file = tmp / f"receiver-{n}.port"
-    with open(tmp / f"receiver-{n}.err", "wb") as err:
-        proc = subprocess.Popen(
-            [sys.executable, str(RECEIVER), url, str(port_file)],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-        )
-    port = wait_for(lambda: port_file.exists() and port_file.read_text().strip(), timeout=30)
-    assert port, (tmp / f"receiver-{n}.err").read_text()
-    return proc, f"http://127.0.0.1:{port}"
 
 
 def test_1000_events_over_60_items_through_two_receivers_on_three_hosts(
@@ -75,17 +58,30 @@ def test_1000_events_over_60_items_through_two_receivers_on_three_hosts(
         )
         for name in CAPACITY
     }
-    env = {**next(iter(hosts.values())).env}
-    receivers: list[subprocess.Popen] = []
+    # Two receivers behind the "load balancer", on host-a and host-b beside their
+    # workers (tracker github: they take GitHub's deliveries; on a fleet they only commit).
+    senders = {
+        name: fleet_host(
+            tmp_path / f"{name}-receiver",
+            sockets[name],
+            name,
+            pg_cluster,
+            url,
+            capacity=CAPACITY[name],
+            lease=10.0,
+            tracker="github",
+        )
+        for name in ("host-a", "host-b")
+    }
     try:
         workers = [rig.poller() for rig in hosts.values()]
         for worker in workers:
             worker.start()
         urls = []
-        for n in range(2):
-            proc, where = _receiver(tmp_path, n, url, env)
-            receivers.append(proc)
-            urls.append(where)
+        for rig in senders.values():
+            receiver = rig.webhook()
+            receiver.start()
+            urls.append(receiver.url)
 
         # Event k goes to item k % 60, as that item's (k // 60)-th comment; each item's
         # comments are sent in order by one sender, alternating between the receivers.
@@ -167,11 +163,5 @@ def test_1000_events_over_60_items_through_two_receivers_on_three_hosts(
         for name, cap in CAPACITY.items():
             assert 0 < spread[name] <= cap, line
     finally:
-        for proc in receivers:
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        for rig in hosts.values():
+        for rig in [*senders.values(), *hosts.values()]:
             rig.close()

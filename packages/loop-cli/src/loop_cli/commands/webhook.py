@@ -184,7 +184,11 @@ def start(
     host = host or cfg.webhook.host
     port = cfg.webhook.port if port is None else port
     secret = resolve_secret(cfg.webhook.secret_env, insecure_no_signature, host)
-    if route:
+    # On a fleet's shared store a receiver only commits: the hosts' `poll start` workers
+    # deliver (each its own items), so a receiver may run beside this host's worker, under
+    # the same host name, or on a machine with no harness at all.
+    deliver_here = route and not rt.fleet
+    if deliver_here:
         rt.check_launch()  # a harness that cannot start would use up every delivery
 
     from ..heartbeat import beat, stopped
@@ -195,11 +199,13 @@ def start(
 
     store = rt.store
     lifespan = None
-    if route:
+    if deliver_here:
         ground = rt.ground()
         drain = rt.drain(watch=ground.check)
         accept: Any = InboxAccept(store, on_accepted=drain.wake, watch=ground.check)
         lifespan = _drain_lifespan(rt, drain)
+    elif route:
+        accept = InboxAccept(store)
     else:
         accept = LogAccept(store, _log_event(rt))
     app = create_app(
@@ -240,7 +246,13 @@ def start(
 
     def announce(bound: int) -> None:
         running.append(bound)
-        mode = "routing to the dispatcher" if route else "logging only (no --route)"
+        mode = (
+            "routing to the dispatcher"
+            if deliver_here
+            else "committing to the fleet's shared inbox; the hosts' workers deliver"
+            if route
+            else "logging only (no --route)"
+        )
         signed = "UNSIGNED (insecure)" if secret is None else "signature required"
         click.echo(f"gh-webhook listening on http://{host}:{bound} ({mode}; {signed})", err=True)
 
