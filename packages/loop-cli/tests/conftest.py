@@ -90,19 +90,28 @@ def tmux_socket() -> Iterator[str]:
 
 
 @pytest.fixture
-def write_config(isolated: Path) -> Callable[..., Path]:
-    """Write a config file (dict -> YAML) and point $THE_LOOP_CONFIG at it."""
+def write_config(isolated: Path) -> Iterator[Callable[..., Path]]:
+    """Write a config file (dict -> YAML) and point $THE_LOOP_CONFIG at it.
+
+    A config that names no tmux socket gets a private one (killed at teardown): a test
+    that starts a session must never reach the default server of whoever runs it."""
+    private = f"loop-test-cli-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
     def write(data: dict[str, Any] | None = None, *, use_env: bool = True) -> Path:
         data = dict(data or {})
         data.setdefault("stateDir", str(isolated / "state"))
+        routing = data.get("routing")
+        if routing is None or (isinstance(routing, dict) and "tmuxSocket" not in routing):
+            data["routing"] = {**(routing or {}), "tmuxSocket": private}
         path = isolated / "config.yaml"
         path.write_text(yaml.safe_dump(data), encoding="utf-8")
         if use_env:
             os.environ["THE_LOOP_CONFIG"] = str(path)
         return path
 
-    return write
+    yield write
+    if shutil.which("tmux") is not None:
+        Tmux(socket_name=private, config_file="/dev/null").kill_server()
 
 
 @pytest.fixture
