@@ -9,6 +9,7 @@ guessed at: `reads_screen = False`, `has_receipts = False`.
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -111,6 +112,47 @@ class VerifiedAdapter:
 
     def discover_conversation(self, cwd: Path, started_at: float, exclude: set[str]) -> str | None:
         return None
+
+
+class CliAdapter(VerifiedAdapter):
+    """A coding-agent CLI: its program, extra arguments, and the folder it keeps its
+    conversations in. `harness.stateDir` (here `state_dir`) reaches the CLI through the
+    variable `state_env` (`launch_env`), so the CLI writes where the adapter reads; unset,
+    both use the CLI's own default (the variable from our environment, else
+    `~/<default_state>`). `checks=False` only builds argv, for stand-ins that draw no
+    screen of the CLI and write none of its files."""
+
+    default_binary = "harness"
+    state_env = ""
+    default_state = ".harness"
+
+    def __init__(
+        self,
+        binary: str | None = None,
+        extra_args: Sequence[str] = (),
+        *,
+        state_dir: str | os.PathLike[str] | None = None,
+        checks: bool = True,
+    ) -> None:
+        self.binary = self.default_binary if binary is None else binary
+        self.extra_args = list(extra_args)
+        self._state_dir = None if state_dir is None else Path(state_dir).expanduser()
+        self.reads_screen = checks
+        self.has_receipts = checks
+        self.checks = checks
+
+    @classmethod
+    def default_state_dir(cls) -> Path:
+        """Where the CLI keeps its files when it is not told: its variable, else home."""
+        configured = os.environ.get(cls.state_env)
+        return Path(configured).expanduser() if configured else Path.home() / cls.default_state
+
+    @property
+    def state_dir(self) -> Path:
+        return self._state_dir or self.default_state_dir()
+
+    def launch_env(self) -> dict[str, str]:
+        return {} if self._state_dir is None else {self.state_env: str(self._state_dir)}
 
 
 def screen_has(screen: str | None, *needles: str) -> bool:

@@ -20,8 +20,6 @@ observed by running it (tests-integration/test_real_harnesses.py keeps checking 
 from __future__ import annotations
 
 import itertools
-import os
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +30,9 @@ from .base import (
     BLOCKED,
     NOT_READY,
     READY,
+    CliAdapter,
     Readiness,
     Receipt,
-    VerifiedAdapter,
     file_end,
     screen_has,
 )
@@ -74,8 +72,7 @@ def _has_composer(screen: str | None) -> bool:
 
 
 def default_config_dir() -> Path:
-    configured = os.environ.get("CLAUDE_CONFIG_DIR")
-    return Path(configured).expanduser() if configured else Path.home() / ".claude"
+    return ClaudeCodeAdapter.default_state_dir()
 
 
 def _user_text(record: dict[str, Any]) -> str | None:
@@ -90,39 +87,16 @@ def _user_text(record: dict[str, Any]) -> str | None:
     return None
 
 
-class ClaudeCodeAdapter(VerifiedAdapter):
-    """`claude [extra] --session-id ID PROMPT` / `claude [extra] --resume ID PROMPT`.
-
-    With `checks=False` it only builds argv (for stand-ins that draw no Claude screen
-    and write no Claude files).
-    """
+class ClaudeCodeAdapter(CliAdapter):
+    """`claude [extra] --session-id ID PROMPT` / `claude [extra] --resume ID PROMPT`."""
 
     name = "claude-code"
     can_resume = True
     assigns_conversation_id = True
     tested_versions = ("2.1.328", "2.1.332")
-
-    def __init__(
-        self,
-        binary: str = "claude",
-        extra_args: Sequence[str] = (),
-        *,
-        state_dir: str | os.PathLike[str] | None = None,
-        checks: bool = True,
-    ) -> None:
-        self.binary = binary
-        self.extra_args = list(extra_args)
-        self._state_dir = None if state_dir is None else Path(state_dir).expanduser()
-        self.reads_screen = checks
-        self.has_receipts = checks
-        self.checks = checks
-
-    @property
-    def state_dir(self) -> Path:
-        return self._state_dir or default_config_dir()
-
-    def launch_env(self) -> dict[str, str]:
-        return {} if self._state_dir is None else {"CLAUDE_CONFIG_DIR": str(self._state_dir)}
+    default_binary = "claude"
+    state_env = "CLAUDE_CONFIG_DIR"
+    default_state = ".claude"
 
     def prepare_workspace(self, folder: Path) -> None:
         """Seed Claude Code's folder trust so a new worktree opens no trust dialog (in

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -31,9 +30,9 @@ from .base import (
     BLOCKED,
     NOT_READY,
     READY,
+    CliAdapter,
     Readiness,
     Receipt,
-    VerifiedAdapter,
     file_end,
     screen_has,
 )
@@ -50,8 +49,7 @@ _SKEW = 2.0  # seconds a rollout's start time may precede the spawn we noted
 
 
 def default_home() -> Path:
-    configured = os.environ.get("CODEX_HOME")
-    return Path(configured).expanduser() if configured else Path.home() / ".codex"
+    return CodexAdapter.default_state_dir()
 
 
 def _user_text(record: dict[str, Any]) -> str | None:
@@ -101,35 +99,16 @@ def _same_dir(a: Any, b: Path) -> bool:
     return os.path.realpath(a) == os.path.realpath(b)
 
 
-class CodexAdapter(VerifiedAdapter):
+class CodexAdapter(CliAdapter):
     """`codex [extra] PROMPT` fresh; `codex resume [extra] ID PROMPT` once the id is known."""
 
     name = "codex"
     can_resume = True
     assigns_conversation_id = False
     tested_versions = ("0.169.0", "0.171.0")
-
-    def __init__(
-        self,
-        binary: str = "codex",
-        extra_args: Sequence[str] = (),
-        *,
-        state_dir: str | os.PathLike[str] | None = None,
-        checks: bool = True,
-    ) -> None:
-        self.binary = binary
-        self.extra_args = list(extra_args)
-        self._state_dir = None if state_dir is None else Path(state_dir).expanduser()
-        self.reads_screen = checks
-        self.has_receipts = checks
-        self.checks = checks
-
-    @property
-    def state_dir(self) -> Path:
-        return self._state_dir or default_home()
-
-    def launch_env(self) -> dict[str, str]:
-        return {} if self._state_dir is None else {"CODEX_HOME": str(self._state_dir)}
+    default_binary = "codex"
+    state_env = "CODEX_HOME"
+    default_state = ".codex"
 
     def fresh_argv(self, prompt: str, conversation_id: str) -> list[str]:
         return [self.binary, *self.extra_args, prompt]
