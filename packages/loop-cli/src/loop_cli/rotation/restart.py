@@ -31,6 +31,7 @@ from loop_dispatch.relaunch import (
     Relauncher,
     RelaunchRegistry,
     RelaunchResult,
+    RelaunchTmux,
     resume_refusal,
 )
 from loop_envstate import process_environ
@@ -42,7 +43,7 @@ from .drift import DriftRow, DriftState, NameDrift, classify, environment_drift,
 if TYPE_CHECKING:
     from loop_dispatch import SessionRecord, WorkItemRef
     from loop_envstate import EnvFile
-    from loop_tmux import Pane, RespawnResult, SpawnResult
+    from loop_tmux import Pane
 
     from .launcher import EnvFileLauncher
 
@@ -134,24 +135,10 @@ class RegistryLike(RelaunchRegistry, Protocol):
     def list(self, status: Any = None) -> list[SessionRecord]: ...
 
 
-class TmuxLike(Protocol):
+class TmuxLike(RelaunchTmux, Protocol):
     """The tmux calls restart and its relauncher make."""
 
     def panes(self) -> list[Pane]: ...
-    def spawn(
-        self,
-        name: str,
-        argv: Sequence[str],
-        cwd: str | Path,
-        env: Mapping[str, str] | None = None,
-        *,
-        token: str | None = None,
-    ) -> SpawnResult: ...
-    def respawn(
-        self, name: str, argv: Sequence[str], cwd: str | Path, env: Mapping[str, str] | None = None
-    ) -> RespawnResult: ...
-    def survivors(self, names: Iterable[str], delay: float = 1.0) -> dict[str, bool]: ...
-    def survived(self, name: str, delay: float = 1.0) -> bool: ...
 
 
 class AdapterLike(Protocol):
