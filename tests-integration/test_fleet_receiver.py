@@ -31,10 +31,15 @@ def test_a_receiver_beside_its_hosts_worker_commits_and_the_worker_delivers(
     receiver_rig = fleet_host(
         tmp_path / "receiver", tmux_socket, "host-a", pg_cluster, url, tracker="github", **common
     )
+    alone = receiver_rig.webhook()  # before any worker: it commits, and says nothing drains
+    alone.start()
+    assert "no live host worker on this fleet's store" in alone.log()
+    alone.stop()
     worker, receiver = worker_rig.poller(), receiver_rig.webhook()
     worker.start()
     receiver.start()
     assert "committing to the fleet's shared inbox" in receiver.log()
+    assert "no live host worker" not in receiver.log()
     sent: list[str] = []
     answers = []
     for seq in range(PER_ITEM):

@@ -38,7 +38,7 @@ def test_a_second_load_is_the_same_config_from_the_cache(tmp_path: Path, cache: 
     path = _write(tmp_path / "a" / "config.yaml")
     first = load_file(path)
     assert [p.suffix for p in cache.iterdir()] == [".msgpack"]
-    assert config_cache.cached(path, TEXT, Config) == first
+    assert config_cache.cached(path, Config, config_cache.key(path, TEXT)) == first
     again = load_file(path)
     assert again == first
     assert again.state_dir == tmp_path / "a" / "state"  # a Path again, anchored
@@ -64,7 +64,7 @@ def test_another_text_is_a_miss_and_the_new_value_wins(tmp_path: Path, cache: Pa
     path = _write(tmp_path / "config.yaml")
     assert load_file(path).host.max_sessions == 7
     _write(path, TEXT.replace("7", "9"))
-    assert config_cache.cached(path, TEXT.replace("7", "9"), Config) is None
+    assert config_cache.cached(path, Config, config_cache.key(path, TEXT.replace("7", "9"))) is None
     assert load_file(path).host.max_sessions == 9
 
 
@@ -83,9 +83,11 @@ def test_a_damaged_entry_is_validated_again(tmp_path: Path, cache: Path, damage:
     good = load_file(path)
     for entry in cache.iterdir():
         entry.write_bytes(damage)
-    assert config_cache.cached(path, TEXT, Config) is None
+    assert config_cache.cached(path, Config, config_cache.key(path, TEXT)) is None
     assert load_file(path) == good
-    assert config_cache.cached(path, TEXT, Config) == good  # and the entry was written anew
+    assert (
+        config_cache.cached(path, Config, config_cache.key(path, TEXT)) == good
+    )  # and the entry was written anew
 
 
 def test_an_entry_for_the_text_but_a_wrong_shape_is_a_miss(tmp_path: Path, cache: Path) -> None:
@@ -96,7 +98,7 @@ def test_an_entry_for_the_text_but_a_wrong_shape_is_a_miss(tmp_path: Path, cache
     entry = next(cache.iterdir())
     key, _ = msgspec.msgpack.decode(entry.read_bytes())
     entry.write_bytes(msgspec.msgpack.encode((key, msgspec.Raw(b"\x81\xa1x\x01"))))
-    assert config_cache.cached(path, TEXT, Config) is None
+    assert config_cache.cached(path, Config, config_cache.key(path, TEXT)) is None
 
 
 def test_an_unwritable_cache_costs_only_speed(tmp_path: Path, cache: Path) -> None:
@@ -123,3 +125,57 @@ def test_disabled_reads_and_writes_nothing(
     path = _write(tmp_path / "config.yaml")
     assert load_file(path).host.max_sessions == 7
     assert not cache.exists()
+
+
+def test_a_value_msgpack_cannot_hold_still_loads(tmp_path: Path, cache: Path) -> None:
+    """A whole number past 64 bits validates; the cache cannot keep it and stays out."""
+    path = _write(tmp_path / "config.yaml", "eventLog: {maxBytes: 18446744073709551616}\n")
+    for _ in range(2):
+        assert load_file(path).event_log.max_bytes == 18446744073709551616
+
+
+def test_an_entry_with_a_wrong_type_where_a_path_goes_is_a_miss(
+    tmp_path: Path, cache: Path
+) -> None:
+    import msgspec
+
+    path = _write(tmp_path / "config.yaml")
+    good = load_file(path)
+    entry = next(cache.iterdir())
+    key, body = msgspec.msgpack.decode(entry.read_bytes())
+    forged = msgspec.msgpack.decode(msgspec.msgpack.encode(body))
+    forged["stateDir"] = 5
+    entry.write_bytes(msgspec.msgpack.encode((key, forged)))
+    assert load_file(path) == good
+
+
+@pytest.mark.parametrize("where", ["folder", "entry"])
+def test_an_entry_others_can_write_is_never_trusted(
+    tmp_path: Path, cache: Path, where: str
+) -> None:
+    """A planted entry steers what runs (harness.argv): one in a folder or file that
+    another user can write is a miss, and the file is validated again."""
+    import msgspec
+
+    path = _write(tmp_path / "config.yaml")
+    load_file(path)
+    entry = next(cache.iterdir())
+    key, body = msgspec.msgpack.decode(entry.read_bytes())
+    planted = msgspec.msgpack.decode(msgspec.msgpack.encode(body))
+    planted["host"]["maxSessions"] = 99
+    entry.write_bytes(msgspec.msgpack.encode((key, planted)))
+    assert load_file(path).host.max_sessions == 99  # private: trusted as written
+    (cache if where == "folder" else entry).chmod(0o777 if where == "folder" else 0o666)
+    assert config_cache.cached(path, Config, config_cache.key(path, TEXT)) is None
+    assert load_file(path).host.max_sessions == 7
+
+
+def test_a_symlinked_entry_is_not_followed(tmp_path: Path, cache: Path) -> None:
+    path = _write(tmp_path / "config.yaml")
+    load_file(path)
+    entry = next(cache.iterdir())
+    real = tmp_path / "elsewhere.msgpack"
+    real.write_bytes(entry.read_bytes())
+    entry.unlink()
+    entry.symlink_to(real)
+    assert config_cache.cached(path, Config, config_cache.key(path, TEXT)) is None

@@ -481,3 +481,20 @@ def test_a_dry_run_resolves_the_launcher_without_running_it(tmp_path, env_file, 
     assert [r.outcome for r in dry] == [Outcome.FAILED]
     assert "is not an executable file" in dry[0].detail, dry[0].detail
     assert tmux.respawned == []
+
+
+def test_a_dry_run_sees_a_launcher_whose_interpreter_is_gone(tmp_path, env_file, monkeypatch):
+    """A venv whose Python was removed: the script is there and executable, its #! line
+    names nothing; the dry run says so instead of promising a restart."""
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    rec = record(1, tmp_path)
+    tmux = FakeTmux(next_env=dict(NEW))
+    tmux.start(rec.tmux_name, dict(OLD))
+    script = _launcher_script(tmp_path, tmp_path / "ran")
+    script.write_text(f"#!{tmp_path / 'gone' / 'python'}\nprint('never')\n")
+    deps, _ = make(tmp_path, [rec], tmux, launcher_check=None)
+    deps.launcher = EnvFileLauncher(tmp_path / "app.env", python=str(script.parent / "python"))
+
+    dry = restart_sessions(select(True, []), env_file, deps, dry_run=True)
+    assert [r.outcome for r in dry] == [Outcome.FAILED]
+    assert "names an interpreter that is gone" in dry[0].detail, dry[0].detail

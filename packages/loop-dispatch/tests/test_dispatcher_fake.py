@@ -412,6 +412,36 @@ def test_a_late_spawn_whose_presence_tmux_cannot_tell_is_never_pasted_into(
     assert fake_tmux.verbs().count("new-session") == 1
 
 
+def test_a_late_respawn_that_lands_after_the_check_is_adopted_not_pasted_into(
+    fake_tmux, make_dispatcher, make_event, store, events, monkeypatch
+):
+    """The respawn path: an active item's session is gone, the respawn that would carry
+    the event as its prompt goes unanswered but tmux carries it out late, after the next
+    attempt's first look. That attempt finds the session live on its ordinary path and
+    must adopt it (its own spawn holds the event), not paste the event a second time."""
+    disp, _ = _start(fake_tmux, make_dispatcher, make_event, store)
+    with fake_tmux.state.edit() as state:
+        del state["sessions"][NAME]
+    fake_tmux.state.set_fault("late", ["new-session"])
+    event = make_event(REF)
+    first = disp.dispatch(event)
+    assert first.transient, first
+    fake_tmux.state.clear_faults()
+    assert fake_tmux.tmux.probe(NAME).value == "live"  # carried out late
+    real = fake_tmux.tmux.session_token
+    calls = []
+
+    def not_yet_then_real(name, **kw):  # the first look came before tmux carried it out
+        calls.append(name)
+        return None if len(calls) == 1 else real(name, **kw)
+
+    monkeypatch.setattr(fake_tmux.tmux, "session_token", not_yet_then_real)
+    again = disp.dispatch(event)
+    assert again.reason == "carried_by_spawn", again
+    assert fake_tmux.state.typed(NAME) == []  # the prompt was its argv; no paste
+    assert len(calls) >= 2
+
+
 def test_a_store_that_cannot_claim_is_a_retryable_failure(
     fake_tmux, make_dispatcher, make_event, store, events, monkeypatch
 ):

@@ -379,10 +379,11 @@ def load_file(path: Path) -> Config:
         raise ConfigError([f"{path}: cannot read: {exc.strerror or exc}"]) from None
     from . import config_cache
 
-    config = config_cache.cached(path, text, Config)
+    want = config_cache.key(path, text)  # before validating: what this code validated
+    config = config_cache.cached(path, Config, want)
     if config is None:
         config = parse_text(text, path)
-        config_cache.keep(path, text, config)
+        config_cache.keep(path, config, want)
     return config
 
 

@@ -674,7 +674,23 @@ class Dispatcher:
             if gate is not None:
                 gate.leave()
 
+    def _own_spawn_holds_it(self, record: SessionRecord, event: Event) -> Outcome | None:
+        """Just before a paste: is the live session the one an earlier attempt of this
+        event spawned with it as prompt (tmux carried that spawn out since the check at
+        the top)? Then it is adopted, not pasted into. One indexed lookup; tmux is asked
+        only for an event that has such a spawn."""
+        tokens = self.store.registry.tokens_carrying(event.work_item, event.delivery_id)
+        if not tokens:
+            return None
+        token = self.tmux.session_token(record.tmux_name)  # TmuxUnavailable: transient
+        if token not in tokens:
+            return None
+        return self._carried(event, record, record.tmux_name, token)
+
     def _deliver(self, record: SessionRecord, event: Event) -> Outcome:
+        carried = self._own_spawn_holds_it(record, event)
+        if carried is not None:
+            return carried
         held = self._hold_back(record, event)
         if held is not None:
             return held
@@ -706,6 +722,9 @@ class Dispatcher:
 
     def _deliver_into_occupant(self, record: SessionRecord, event: Event, *, via: str) -> Outcome:
         """AC6/AC7: the session is live after all: hand it the event instead of respawning."""
+        carried = self._own_spawn_holds_it(record, event)
+        if carried is not None:
+            return carried
         held = self._hold_back(record, event)
         if held is not None:
             return held

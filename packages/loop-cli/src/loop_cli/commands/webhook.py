@@ -122,6 +122,19 @@ def _rejections(rt: Runtime) -> Any:
     return record
 
 
+def _no_worker_warning(store: Any) -> str | None:
+    """On a fleet a receiver only commits: without a live worker nothing is delivered,
+    which the operator must hear at once rather than find in a growing inbox."""
+    from loop_dispatch.hosts import Hosts
+
+    if any(h.live for h in Hosts(store).list()):
+        return None
+    return (
+        "gh-webhook: warning: no live host worker on this fleet's store; accepted events "
+        "wait in the shared inbox until a host runs `the-loop poll start`"
+    )
+
+
 def _drain_lifespan(rt: Runtime, drain: Any) -> Any:
     """Run the inbox drain beside the server; stop it (within its grace) on shutdown.
 
@@ -206,6 +219,9 @@ def start(
         lifespan = _drain_lifespan(rt, drain)
     elif route:
         accept = InboxAccept(store)
+        warning = _no_worker_warning(store)
+        if warning:
+            click.echo(warning, err=True)
     else:
         accept = LogAccept(store, _log_event(rt))
     app = create_app(

@@ -220,6 +220,16 @@ def launcher_resolves(launcher: EnvFileLauncher) -> str | None:
     program = launcher.argv({}, ["true"])[0]
     if not (os.path.isfile(program) and os.access(program, os.X_OK)):
         return f"the launcher ({program}) is not an executable file"
+    try:  # a script whose interpreter went (a venv whose Python was removed) cannot run
+        with open(program, "rb") as handle:
+            first = handle.readline(512)
+    except OSError as err:
+        return f"the launcher ({program}) cannot be read: {err.strerror or err}"
+    if first.startswith(b"#!"):
+        words = first[2:].split()
+        interpreter = os.fsdecode(words[0]) if words else ""
+        if not (os.path.isfile(interpreter) and os.access(interpreter, os.X_OK)):
+            return f"the launcher ({program}) names an interpreter that is gone: {interpreter}"
     return None
 
 

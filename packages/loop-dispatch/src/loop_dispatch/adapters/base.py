@@ -152,7 +152,9 @@ class CliAdapter(VerifiedAdapter):
         return self._state_dir or self.default_state_dir()
 
     def launch_env(self) -> dict[str, str]:
-        return {} if self._state_dir is None else {self.state_env: str(self._state_dir)}
+        if self._state_dir is None or not self.state_env:
+            return {}
+        return {self.state_env: str(self._state_dir)}
 
 
 def screen_has(screen: str | None, *needles: str) -> bool:
