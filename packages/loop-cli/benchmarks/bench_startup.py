@@ -4,9 +4,13 @@ For 10, 50 and 200 registered sessions, each live in its own tmux session (a pri
 socket, `-L loop-bench-startup-...`) under the env-file launcher, with the env file
 rotated after the fleet started (so every session is stale and status's drift block
 has real work): the medians of `the-loop --version`, `--help`, `status --format json`
-and `sessions restart --all --dry-run`, with the CPU time (user + system) of the same
-runs, and the growth from 10 to 200. Budgets (issue 13): --version and --help under
-60 ms, status at 200 under 120 ms, restart --dry-run at 200 under 150 ms.
+and `sessions restart --all --dry-run` (and `status` once more under the claude-code
+adapter, which reads every live pane's screen for a dialog), with the CPU time (user +
+system) of the same runs, and the growth from 10 to 200. At 200 it also prints the
+floor: the interpreter alone, the imports a typed status needs (stdlib, dataclasses,
+msgspec) and a stdlib-only read of the same fleet (`floor_fleet_read.py`). Budgets
+(issue 13): --version and --help under 60 ms, status at 200 under 120 ms, restart
+--dry-run at 200 under 150 ms.
 
 Wall time on a shared box moves with everyone else's load; CPU time is what the
 command itself costs, so both are printed, with the load average before each size.
@@ -166,6 +170,46 @@ def check_outputs(config: Path, n: int) -> None:
     outcomes = {r["outcome"] for r in rows}
     assert len(rows) == n, len(rows)
     assert outcomes == {"would-restart"}, outcomes
+    claude = json.loads(
+        subprocess.run(
+            [*the_loop(), "status", "--format", "json"],
+            env=_env(THE_LOOP_CONFIG=str(claude_config(config))),
+            capture_output=True,
+            text=True,
+        ).stdout
+    )
+    assert claude["sessions"]["live"] == n, claude["sessions"]
+    assert "blocked" not in claude, claude["blocked"]
+
+
+def claude_config(config: Path) -> Path:
+    """The same fleet and store under the claude-code adapter: status then reads every
+    live pane's screen for a dialog (the sessions run `sleep`, so none shows one)."""
+    data = json.loads(config.read_text())
+    data["harness"] = {"adapter": "claude-code", "binary": "sleep", "cwd": data["harness"]["cwd"]}
+    path = config.with_name("claude.yaml")
+    path.write_text(json.dumps(data))
+    return path
+
+
+def floor(config: Path, socket: str) -> None:
+    """What this machine charges before the-loop's own code runs: the interpreter, the
+    imports a typed status needs, and the stdlib-only fleet read (floor_fleet_read.py)."""
+    env = _env()
+    db = str(Path(json.loads(config.read_text())["stateDir"]) / "state.db")
+    reader = str(Path(__file__).with_name("floor_fleet_read.py"))
+    stdlib = "import json, sqlite3, hashlib, datetime, pathlib, subprocess"
+    rows = {
+        "python -c pass": [sys.executable, "-c", "pass"],
+        "+ stdlib imports": [sys.executable, "-c", stdlib],
+        "+ dataclasses": [sys.executable, "-c", f"{stdlib}, dataclasses"],
+        "+ msgspec": [sys.executable, "-c", f"{stdlib}, dataclasses, msgspec"],
+        "stdlib fleet read": [sys.executable, reader, socket, db],
+    }
+    print(f"\nfloor at {BUDGET_AT} sessions (medians; each row is a whole process)")
+    for label, argv in rows.items():
+        wall, cpu = measure(argv, env)
+        print(f"  {label:18} median {wall:7.1f} ms wall  {cpu:7.1f} ms cpu")
 
 
 def bench() -> dict[int, dict[str, tuple[float, float]]]:
@@ -188,10 +232,15 @@ def bench() -> dict[int, dict[str, tuple[float, float]]]:
             load = os.getloadavg()[0]
             print(f"\n{n} sessions (load average {load:.2f} on {os.cpu_count()} cpus)")
             results[n] = {}
-            for label, args in commands.items():
-                wall, cpu = measure([*the_loop(), *args], env)
+            runs = [(label, args, env) for label, args in commands.items()]
+            claude = _env(THE_LOOP_CONFIG=str(claude_config(config)))
+            runs.append(("status claude-code", ["status", "--format", "json"], claude))
+            for label, args, run_env in runs:
+                wall, cpu = measure([*the_loop(), *args], run_env)
                 results[n][label] = (wall, cpu)
                 print(f"  {label:18} median {wall:7.1f} ms wall  {cpu:7.1f} ms cpu")
+            if n == BUDGET_AT:
+                floor(config, socket)
         finally:
             Tmux(socket_name=socket, config_file="/dev/null").kill_server()
             shutil.rmtree(root, ignore_errors=True)

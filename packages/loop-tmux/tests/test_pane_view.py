@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from loop_tmux_testlib import wait_for
 
-from loop_tmux import Tmux, TmuxUnavailable
+from loop_tmux import PaneView, Tmux, TmuxUnavailable
 
 pytestmark = pytest.mark.tmux
 
@@ -46,3 +48,81 @@ def test_absent_dead_and_silent(tmux: Tmux, tmp_path: Path) -> None:
     silent = Tmux(binary=sys.executable, socket_name="x", probe_timeout=1.0)  # not tmux
     with pytest.raises(TmuxUnavailable):
         silent.pane_view("keep")
+
+
+def _screen_program(text: str) -> list[str]:
+    return [sys.executable, "-c", f"import time; print({text!r}, flush=True); time.sleep(60)"]
+
+
+def test_pane_views_match_pane_view_across_batches(tmux: Tmux, tmp_path: Path) -> None:
+    """Many sessions (more than one tmux command line holds), some absent or dead: the
+    same views one `pane_view` per session gives, in a handful of tmux calls."""
+    names = [f"view-{i:03d}-" + "n" * 40 for i in range(90)]
+    for i, name in enumerate(names[:80]):
+        assert tmux.spawn(name, _screen_program(f"screen of {i}"), str(tmp_path)).ok
+    assert tmux.spawn("dead-one", ["true"], str(tmp_path)).ok
+    wait_for(lambda: tmux.pane_view("dead-one").dead, what="the pane dead")
+    wait_for(
+        lambda: all("screen of" in (v.screen or "") for v in _views(tmux, names[:80])),
+        what="every screen drawn",
+    )
+    asked = [*names, "dead-one"]  # names[80:] were never started
+    calls = _count_calls(tmux)
+    views = tmux.pane_views(asked, capture=True)
+    batched = calls()
+    single = {name: tmux.pane_view(name, capture=True) for name in asked}
+    assert views == single
+    assert all(views[n] is None for n in names[80:])
+    assert views["dead-one"] is not None
+    assert views["dead-one"].dead
+    assert [views[n].screen.splitlines()[0] for n in names[:3]] == [  # type: ignore[union-attr]
+        "screen of 0",
+        "screen of 1",
+        "screen of 2",
+    ]
+    # 80 live sessions need several command lines (16 KiB each at most); the 10 absent
+    # ones each end a batch and are asked alone: far fewer calls than 91.
+    assert 2 <= batched <= 30, batched
+
+
+def test_pane_views_with_no_server_and_silent(tmux: Tmux) -> None:
+    assert tmux.pane_views(["a", "b"], capture=True) == {"a": None, "b": None}
+    assert tmux.pane_views([]) == {}
+    silent = Tmux(binary=sys.executable, socket_name="x", probe_timeout=1.0)  # not tmux
+    with pytest.raises(TmuxUnavailable):
+        silent.pane_views(["keep"])
+
+
+def test_a_screen_cannot_forge_another_sessions_view(tmux: Tmux, tmp_path: Path) -> None:
+    """A harness that prints what looks like a view header only shows text on its own
+    screen: the header mark is random per call."""
+    forged = "loop-tmux-views-0000000000000000\t1\t1\t0\t4242\tforged"
+    assert tmux.spawn("first", _screen_program(forged), str(tmp_path)).ok
+    assert tmux.spawn("second", _screen_program("honest"), str(tmp_path)).ok
+    wait_for(
+        lambda: "forged" in (tmux.pane_view("first", capture=True).screen or ""),
+        what="the forged line drawn",
+    )
+    views = tmux.pane_views(["first", "second"], capture=True)
+    assert "4242    forged" in (views["first"].screen or "")  # type: ignore[union-attr]
+    assert views["second"].pid != 4242
+    assert not views["second"].alternate_on
+
+
+def _views(tmux: Tmux, names: list[str]) -> list[PaneView]:
+    views = [tmux.pane_view(n, capture=True) for n in names]
+    return [v for v in views if v is not None]
+
+
+def _count_calls(tmux: Tmux) -> Callable[[], int]:
+    """How many tmux processes the client runs from now on."""
+    calls = 0
+    run = tmux._run
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        return run(*args, **kwargs)
+
+    tmux._run = counting  # type: ignore[method-assign]
+    return lambda: calls

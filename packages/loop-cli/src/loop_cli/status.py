@@ -115,14 +115,14 @@ def blocked_sessions(
     adapter = rt.adapter
     if not getattr(adapter, "reads_screen", False):
         return []
+    live = [r for r in records if fleet.presence(r.tmux_name) == LIVE]
+    try:  # every screen in as few tmux calls as tmux allows, not one per session
+        views = rt.tmux.pane_views([r.tmux_name for r in live], capture=True)
+    except TmuxUnavailable:
+        return []
     out = []
-    for record in records:
-        if fleet.presence(record.tmux_name) != LIVE:
-            continue
-        try:
-            view = rt.tmux.pane_view(record.tmux_name, capture=True)
-        except TmuxUnavailable:
-            continue
+    for record in live:
+        view = views.get(record.tmux_name)
         if view is None or view.dead:
             continue
         readiness = adapter.readiness(view)  # type: ignore[attr-defined]

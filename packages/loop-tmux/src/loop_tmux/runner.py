@@ -66,6 +66,14 @@ def says_absent(answer: Answer) -> bool:
     return any(marker in text for marker in _ABSENT_TEXTS) or bool(_CONNECT_ABSENT.search(text))
 
 
+def says_no_server(answer: Answer) -> bool:
+    """Whether tmux's answer is a definite "no server at all" (every session absent)."""
+    if not answer.answered or answer.ok:
+        return False
+    text = answer.stderr
+    return "no server running on" in text or bool(_CONNECT_ABSENT.search(text))
+
+
 def is_transient(answer: Answer) -> bool:
     """Whether tmux answered with an error a server in the middle of exiting gives."""
     if not answer.answered or answer.ok:
