@@ -240,42 +240,46 @@ class Tmux:
         allows: one call per session made `status` take seconds on a fleet of 200.
 
         tmux ends a command list at its first error, so a session gone since the caller
-        listed it ends its batch: that one is asked alone (None when absent) and the
-        rest go on. Each view's header carries a fresh random mark, so no screen text can
-        pass for one. Raises TmuxUnavailable when tmux does not answer.
+        listed it ends its batch: the views read before it are kept, it is absent (tmux
+        said so) and the rest go on in the next call. Each view's header and end line
+        carry a random mark made for that call, so no screen text can pass for either.
+        Raises TmuxUnavailable when tmux does not answer.
         """
+        if isinstance(names, str):
+            raise TypeError("pane_views takes an iterable of session names, not one name")
         pending = list(dict.fromkeys(naming.check_name(n) for n in names))
         views: dict[str, PaneView | None] = {}
         while pending:
-            answered, complete = self._views(pending, capture, timeout)
+            answered, ran = self._views(pending, capture, timeout)
             views.update(answered)
             pending = pending[len(answered) :]
-            if complete is False and pending:
-                first = pending.pop(0)
-                views[first] = self.pane_view(first, capture=capture, timeout=timeout)
-            elif complete is None:  # no server at all: every session is absent
+            if ran is None:  # no server at all: every session is absent
                 views.update(dict.fromkeys(pending))
-                pending = []
+                break
+            if not ran and pending:  # tmux stopped at this one: it said "no such session"
+                views[pending.pop(0)] = None
         return views
 
     def _views(
         self, pending: list[str], capture: bool, timeout: float | None
     ) -> tuple[dict[str, PaneView], bool | None]:
-        """One tmux call for as many of `pending` as fit in it: the views answered, in
-        order, and whether that batch ran whole (True), stopped at an error (False) or
-        found no server (None)."""
+        """One tmux call for as many of `pending` as fit in it: the views read whole, in
+        order, and whether that batch ran whole (True), stopped at an absent session
+        (False: the first one not answered) or found no server (None)."""
         mark = "loop-tmux-views-" + os.urandom(8).hex()
         parts: list[list[str]] = []
         batch: list[str] = []
         size = 0
         for name in pending:
             target = naming.pane_target(name)
+            index = len(batch)
             commands_for = [
                 ["has-session", "-t", naming.session_target(name)],
-                ["display-message", "-p", "-t", target, f"{mark}\t{len(batch)}\t{_VIEW_FIELDS}"],
+                ["display-message", "-p", "-t", target, f"{mark}\t{index}\t{_VIEW_FIELDS}"],
             ]
-            if capture:
+            if capture:  # the end line tells a whole screen from one cut by an error
                 commands_for.append(["capture-pane", "-p", "-t", target])
+                commands_for.append(["display-message", "-p", "-t", target, f"{mark}-end\t{index}"])
             size += sum(len(arg.encode()) + 3 for command in commands_for for arg in command)
             if batch and size > _BATCH_BYTES:
                 break
@@ -288,17 +292,18 @@ class Tmux:
             raise TmuxUnavailable(answer.error)
         if runner.says_no_server(answer):
             return {}, None
-        chunks = _split_views(answer.stdout, mark)
-        if not answer.ok and chunks:
-            chunks.pop()  # the last view may have lost its screen to the error after it
         views: dict[str, PaneView] = {}
-        for index, (head, screen) in enumerate(chunks):
+        for index, (head, screen, ended) in enumerate(_split_views(answer.stdout, mark)):
             number, _, fields = head.partition("\t")
             if index >= len(batch) or number != str(index):
                 raise TmuxUnavailable(f"unexpected display-message output {head[:80]!r}")
+            if capture and not ended:
+                break  # cut by the error: this session is the absent one
             views[batch[index]] = _view(fields, screen if capture else None)
         if answer.ok and len(views) != len(batch):
             raise TmuxUnavailable(f"tmux answered {len(views)} of {len(batch)} pane views")
+        if not answer.ok and len(views) >= len(batch):
+            raise TmuxUnavailable(answer.error)  # an error after every view: not an absence
         return views, answer.ok
 
     def session_token(self, name: str, *, timeout: float | None = None) -> str | None:
@@ -779,15 +784,22 @@ def _view(fields: str, screen: str | None) -> PaneView:
     )
 
 
-def _split_views(stdout: str, mark: str) -> list[tuple[str, str]]:
-    """(header after the mark, screen text up to the next header) for each view."""
-    prefix = mark + "\t"
-    heads: list[str] = []
-    screens: list[list[str]] = []
-    for line in stdout.splitlines(keepends=True):
-        if line.startswith(prefix):
-            heads.append(line[len(prefix) :].rstrip("\n"))
-            screens.append([])
-        elif screens:
-            screens[-1].append(line)
-    return [(head, "".join(lines)) for head, lines in zip(heads, screens, strict=True)]
+def _split_views(stdout: str, mark: str) -> list[tuple[str, str, bool]]:
+    """(header after the mark, screen text up to the end line, whether the end line
+    came) for each view. Lines are split at newlines only, as `pane_view` splits them:
+    a program name may hold a carriage return or another line separator."""
+    head_prefix, end_prefix = mark + "\t", mark + "-end\t"
+    views: list[tuple[str, list[str], bool]] = []
+    lines = stdout.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()  # the newline that ends the output starts no line
+    for line in lines:
+        if line.startswith(head_prefix):
+            views.append((line[len(head_prefix) :], [], False))
+        elif views and not views[-1][2]:
+            head, screen, _ = views[-1]
+            if line.startswith(end_prefix) and head.partition("\t")[0] == line[len(end_prefix) :]:
+                views[-1] = (head, screen, True)
+            else:
+                screen.append(line + "\n")
+    return [(head, "".join(screen), ended) for head, screen, ended in views]
