@@ -30,13 +30,9 @@ FAKE_HARNESS = HARNESS_DIR / "fake_harness.py"
 def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """The validated-config cache of every daemon and CLI a test starts lives in a
     temporary folder, never in the ~/.cache of whoever runs the suite."""
-    saved = os.environ.get("XDG_CACHE_HOME")
-    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg-cache"))
-    yield
-    if saved is None:
-        os.environ.pop("XDG_CACHE_HOME", None)
-    else:
-        os.environ["XDG_CACHE_HOME"] = saved
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
+        yield
 
 
 @pytest.fixture

@@ -15,10 +15,12 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 from inbox_rig import (
     MARK_RE,
+    Rig,
     comment_body,
     fleet_host,
     marker,
@@ -43,35 +45,26 @@ def test_1000_events_over_60_items_through_two_receivers_on_three_hosts(
 ) -> None:
     url = pg_cluster.create_database()
     sockets = {"host-a": tmux_socket, "host-b": extra_socket(), "host-c": extra_socket()}
-    hosts = {
-        name: fleet_host(
-            tmp_path / name,
+
+    def host(name: str, folder: str, **options: Any) -> Rig:
+        return fleet_host(
+            tmp_path / folder,
             sockets[name],
             name,
             pg_cluster,
             url,
             capacity=CAPACITY[name],
             lease=10.0,
-            interval=2.0,
-            max_backoff=1.0,
-            concurrency=4,
+            **options,
         )
-        for name in CAPACITY
+
+    hosts = {
+        name: host(name, name, interval=2.0, max_backoff=1.0, concurrency=4) for name in CAPACITY
     }
     # Two receivers behind the "load balancer", on host-a and host-b beside their
     # workers (tracker github: they take GitHub's deliveries; on a fleet they only commit).
     senders = {
-        name: fleet_host(
-            tmp_path / f"{name}-receiver",
-            sockets[name],
-            name,
-            pg_cluster,
-            url,
-            capacity=CAPACITY[name],
-            lease=10.0,
-            tracker="github",
-        )
-        for name in ("host-a", "host-b")
+        name: host(name, f"{name}-receiver", tracker="github") for name in ("host-a", "host-b")
     }
     try:
         workers = [rig.poller() for rig in hosts.values()]
