@@ -8,6 +8,7 @@ with uncommitted work keeps its worktree and `sessions list` says why; `workspac
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -151,3 +152,80 @@ def test_worktree_mode_without_repositories_is_one_config_line(run_cli, write_co
     lines = [x for x in result.output.splitlines() if x.strip()]
     assert len(lines) == 1
     assert "workspace: mode worktree needs at least one repositories entry" in lines[0]
+
+
+def test_a_running_agent_keeps_its_worktree_through_close_and_gc(
+    run_cli, write_config, tmux_socket, isolated, clone
+):
+    """Issue 20, point 10: with sessions.killHarnessOnClose false the agent outlives the
+    close; neither the close nor `workspace gc --force` removes its worktree, nor one a
+    process works in, nor one tmux cannot be asked about. Once nothing runs, gc does."""
+    root = isolated / "worktrees"
+    write_config(
+        {
+            "routing": {"tmuxSocket": tmux_socket},
+            "sessions": {"killHarnessOnClose": False},
+            "workspace": {
+                "mode": "worktree",
+                "root": str(root),
+                "repositories": {"loop": str(clone)},
+            },
+        }
+    )
+    ref = run_cli("item", "open", "task").output.strip()
+    assert run_cli("poll", "--once").exit_code == 0
+    path = root / f"loop-{WorkItemRef.parse(ref).slug()}"
+    name = WorkItemRef.parse(ref).tmux_name()
+    assert git(path, "status", "--porcelain") == ""  # clean: only its agent holds it
+    run_cli("item", "close", ref)
+    assert run_cli("poll", "--once").exit_code == 0
+    assert not _records(isolated)[ref].active
+    assert path.is_dir()
+    assert f"loop/{WorkItemRef.parse(ref).slug()}" in git(clone, "branch", "--list")
+
+    rows = json.loads(run_cli("workspace", "gc", "--force", "--format", "json").output)
+    assert [(r["ref"], r["action"]) for r in rows] == [(ref, "kept")]
+    assert f"tmux session {name} is live" in rows[0]["why"]
+    assert path.is_dir()
+
+    # The agent ends; a process still works inside the worktree: kept.
+    subprocess.run(["tmux", "-L", tmux_socket, "kill-session", "-t", f"={name}"], check=True)
+    proc = subprocess.Popen(["sleep", "60"], cwd=path)
+    try:
+        rows = json.loads(run_cli("workspace", "gc", "--force", "--format", "json").output)
+        assert rows[0]["action"] == "kept"
+        assert f"pid {proc.pid}" in rows[0]["why"]
+    finally:
+        proc.kill()
+        proc.wait()
+    rows = json.loads(run_cli("workspace", "gc", "--format", "json").output)
+    assert [(r["ref"], r["action"]) for r in rows] == [(ref, "removed")]
+    assert not path.exists()
+
+
+def test_gc_keeps_a_worktree_when_tmux_does_not_answer(
+    run_cli, write_config, isolated, clone, tmp_path
+):
+    """UNKNOWN is never absent: a tmux that does not answer keeps every worktree."""
+    from loop_dispatch.workspace import Workspaces
+
+    fakebin = tmp_path / "fakebin"
+    fakebin.mkdir()
+    hang = fakebin / "tmux"
+    hang.write_text("#!/bin/sh\nexec sleep 60\n")
+    hang.chmod(0o755)
+    root = isolated / "worktrees"
+    write_config(
+        {"workspace": {"mode": "worktree", "root": str(root), "repositories": {"loop": str(clone)}}}
+    )
+    ref = WorkItemRef.parse("local:loop#1")
+    path = Workspaces(root, {"loop": clone}).ensure(ref)
+    old_path = os.environ["PATH"]
+    os.environ["PATH"] = f"{fakebin}{os.pathsep}{old_path}"
+    try:
+        rows = json.loads(run_cli("workspace", "gc", "--format", "json").output)
+    finally:
+        os.environ["PATH"] = old_path
+    assert [(r["ref"], r["action"]) for r in rows] == [(str(ref), "kept")]
+    assert "tmux did not answer" in rows[0]["why"]
+    assert path.is_dir()

@@ -21,7 +21,7 @@ from loop_dispatch.adapters import ClaudeCodeAdapter
 from loop_dispatch.claude_trust import TrustError, is_trusted, trust_folder
 from loop_dispatch.launch import LaunchSpec
 from loop_dispatch.model import EventKind, WorkItemRef
-from loop_dispatch.workspace import WorkspaceError, Workspaces, branch_for
+from loop_dispatch.workspace import WorkspaceError, Workspaces, branch_for, in_use, occupants
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 
@@ -272,3 +272,111 @@ def test_five_items_never_interfere_and_close_keeps_unsaved_work(
     removed = events.read("workspace.removed")
     assert [r["workItem"] for r in removed] == [str(clean)]
     assert json.dumps(removed).count(str(paths[clean])) == 1
+
+
+# -- hidden edits (issue 20, point 11) ----------------------------------------------------
+
+
+def test_edits_hidden_by_assume_unchanged_or_skip_worktree_are_unsaved_work(
+    tmp_path: Path,
+) -> None:
+    clone = make_clone(tmp_path)
+    for name in ("a.txt", "b.txt", "sparse.txt"):
+        (clone / name).write_text(f"{name}\n")
+    git(clone, "add", ".")
+    git(clone, "commit", "-q", "-m", "more files")
+    git(clone, "push", "-q", "origin", "main")
+    ws = Workspaces(tmp_path / "wt", {"acme/widgets": clone})
+    path = ws.ensure(REF)
+    git(path, "update-index", "--assume-unchanged", "a.txt")
+    git(path, "update-index", "--skip-worktree", "b.txt", "sparse.txt")
+    (path / "sparse.txt").unlink()  # as a sparse checkout leaves it: nothing to lose
+    assert ws.state(path).clean  # flags alone, unchanged content: nothing to lose
+    (path / "a.txt").write_text("an edit git is told not to look at\n")
+    (path / "b.txt").write_text("another\n")
+    assert git(path, "status", "--porcelain") == ""  # git itself shows nothing
+    state = ws.release(REF)
+    assert path.is_dir()
+    assert state.hidden == 2
+    assert not state.clean
+    assert "2 change(s) hidden by assume-unchanged/skip-worktree" in state.why_kept()
+    with pytest.raises(WorkspaceError, match="not removed"):
+        ws.remove(state)
+    assert (path / "a.txt").read_text() == "an edit git is told not to look at\n"
+
+
+# -- a running agent's worktree stays (issue 20, point 10) -------------------------------
+
+
+def test_in_use_sees_a_process_working_inside_the_worktree(tmp_path: Path, real_tmux) -> None:
+    clone = make_clone(tmp_path)
+    ws = Workspaces(tmp_path / "wt", {"acme/widgets": clone})
+    path = ws.ensure(REF)
+    (path / "deep").mkdir()
+    assert in_use(path, real_tmux, REF.tmux_name()) == ""
+    proc = subprocess.Popen(["sleep", "60"], cwd=path / "deep")
+    try:
+        assert occupants(path) == [proc.pid]
+        assert f"1 process(es) work in it (pid {proc.pid})" == in_use(
+            path, real_tmux, REF.tmux_name()
+        )
+    finally:
+        proc.kill()
+        proc.wait()
+    assert occupants(path) == []
+    assert real_tmux.spawn(REF.tmux_name(), ["sleep", "60"], str(tmp_path)).ok
+    assert "is live" in in_use(path, real_tmux, REF.tmux_name())
+
+
+def test_close_keeping_the_harness_keeps_its_worktree_and_branch(
+    real_tmux, fake_harness, make_dispatcher, tmp_path, store, events, make_event, wait_for
+):
+    """sessions.killHarnessOnClose false: the agent keeps running after the close, so
+    its worktree (clean: its notes are ignored) must stay and its next write land."""
+    program, convo = fake_harness
+    clone = make_clone(tmp_path)
+    (clone / ".git" / "info" / "exclude").write_text(f"{NOTES}\n")
+
+    def launch(record, argv):
+        return LaunchSpec(list(argv), {"FAKE_HARNESS_DIR": str(convo), "FAKE_HARNESS_EDIT": NOTES})
+
+    workspaces = Workspaces(tmp_path / "worktrees", {"acme/widgets": clone})
+    disp = make_dispatcher(
+        real_tmux,
+        ClaudeCodeAdapter(binary=str(program)),
+        launcher=launch,
+        survival_delay=0.5,
+        workspaces=workspaces,
+        kill_harness_on_close=False,
+    )
+    assert disp.dispatch(make_event(REF, body="start")).reason == "spawned"
+    path = workspaces.path_for(REF)
+    wait_for(lambda: _lines(path / NOTES))
+    assert workspaces.state(path).clean  # removing it would lose nothing in git
+    assert disp.dispatch(make_event(REF, kind=EventKind.CLOSED)).reason == "closed"
+    assert not store.registry.get(REF).active
+    assert path.is_dir()
+    assert branch_for(REF) in git(clone, "branch", "--list")
+    kept = events.read("workspace.kept")
+    assert [r["workItem"] for r in kept] == [str(REF)]
+    assert "is live" in kept[-1]["detail"]["reason"]
+    assert not events.read("workspace.removed")
+    # The agent works on: its next write lands in its worktree.
+    assert real_tmux.deliver(REF.tmux_name(), "after the close").ok
+    wait_for(lambda: any("message" in line for line in _lines(path / NOTES)))
+
+
+def test_close_keeps_the_worktree_when_tmux_does_not_answer(
+    fake_tmux, make_dispatcher, store, events, make_event, tmp_path
+):
+    clone = make_clone(tmp_path)
+    workspaces = Workspaces(tmp_path / "worktrees", {"acme/widgets": clone})
+    disp = make_dispatcher(fake_tmux.tmux, workspaces=workspaces, kill_harness_on_close=False)
+    assert disp.dispatch(make_event(REF, body="start")).reason == "spawned"
+    path = workspaces.path_for(REF)
+    assert workspaces.state(path).clean
+    fake_tmux.state.set_fault("hang", ["*"])  # UNKNOWN is never taken for absent
+    assert disp.close(REF).reason == "closed"
+    assert path.is_dir()
+    kept = events.read("workspace.kept")
+    assert "tmux did not answer" in kept[-1]["detail"]["reason"]

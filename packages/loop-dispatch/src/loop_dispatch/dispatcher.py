@@ -52,7 +52,7 @@ from .pastegate import PasteGate
 from .registry import SessionRecord
 from .relaunch import Relauncher
 from .store import Store, StoreError
-from .workspace import WorkspaceError, Workspaces
+from .workspace import WorkspaceError, Workspaces, in_use
 
 __all__ = ["TRANSIENT_REASONS", "Dispatcher", "Outcome", "OutcomeKind"]
 
@@ -904,7 +904,7 @@ class Dispatcher:
                 return self._close_failed(ref, delivery_id, gone)
             terminated = True
         self.store.registry.close(ref)
-        workspace = self._release_workspace(ref, delivery_id)
+        workspace = self._release_workspace(ref, delivery_id, record.tmux_name)
         self.events.emit(
             "session.closed",
             source=SOURCE,
@@ -919,30 +919,38 @@ class Dispatcher:
         )
         return _processed("closed")
 
-    def _release_workspace(self, ref: WorkItemRef, delivery_id: str | None) -> dict[str, Any]:
-        """Remove the item's worktree when that loses nothing; else keep it, saying why
-        (one event). Never fails the close: the harness is already gone."""
+    def _release_workspace(
+        self, ref: WorkItemRef, delivery_id: str | None, tmux_name: str
+    ) -> dict[str, Any]:
+        """Remove the item's worktree when that loses nothing and nothing runs there (a
+        harness kept by `kill_harness_on_close=False`, a process inside it, a tmux that
+        does not answer); else keep it, saying why (one event). Runs under the item's
+        lock, so no spawn starts between the check and the removal. Never fails the
+        close: the record is already closed."""
         if self.workspaces is None:
             return {}
+        path = self.workspaces.path_for(ref)
         try:
-            state = self.workspaces.release(ref)
+            busy = in_use(path, self.tmux, tmux_name) if path.exists() else ""
+            if busy:
+                reason, kept = busy, True
+            else:
+                state = self.workspaces.release(ref)
+                if not state.exists:
+                    return {}
+                reason, kept = state.why_kept(), not state.clean
         except WorkspaceError as exc:
             reason = _one_line(str(exc))
             kept = True
-        else:
-            if not state.exists:
-                return {}
-            reason, kept = state.why_kept(), not state.clean
-        path = str(self.workspaces.path_for(ref))
         self.events.emit(
             "workspace.kept" if kept else "workspace.removed",
             level="warning" if kept else "info",
             source=SOURCE,
             work_item=ref,
             delivery_id=delivery_id,
-            detail={"path": path, **({"reason": reason} if kept else {})},
+            detail={"path": str(path), **({"reason": reason} if kept else {})},
         )
-        return {"workspace": path, "workspace_kept": kept}
+        return {"workspace": str(path), "workspace_kept": kept}
 
     def _end_harness(self, record: SessionRecord) -> Outcome | None:
         """Terminate the pane's programs; None once tmux says none is live."""

@@ -7,6 +7,14 @@ and env restarts (its path is derived from the item, never re-chosen), and is re
 only when removing it loses nothing: no uncommitted change and no commit that is not on
 a remote branch (or, in a clone without remotes, on another local branch).
 
+Edits git hides (`update-index --assume-unchanged`, `--skip-worktree`) count as unsaved
+work too: `git status` does not show them, but removing the worktree loses them.
+
+A worktree a live process uses is never removed, whatever it holds: `in_use` asks tmux
+about the item's session (LIVE or no answer: in use) and looks for processes whose
+working directory is inside it. Callers ask under the item's lock, so no spawn can slip
+in between the question and the removal.
+
 Git is driven through its own CLI (argv, never a shell); every failure becomes one
 `WorkspaceError` line naming the command and the repository. Nothing from a payload
 reaches a path here: paths come from the item's slug, which is `[A-Za-z0-9_-]` only.
@@ -14,20 +22,27 @@ reaches a path here: paths come from the item's slug, which is `[A-Za-z0-9_-]` o
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .errors import DispatchError
 from .model import WorkItemRef
 from .registry import slug_owner
+
+if TYPE_CHECKING:
+    from loop_tmux import Tmux
 
 __all__ = [
     "WorkspaceError",
     "WorkspaceState",
     "Workspaces",
     "branch_for",
+    "in_use",
+    "occupants",
 ]
 
 PREFIX = "loop-"
@@ -53,16 +68,19 @@ class WorkspaceState:
     exists: bool
     uncommitted: int  # changed or untracked paths (ignored files do not count)
     unpushed: int  # commits on the branch not on any remote branch (see `Workspaces`)
+    hidden: int = 0  # edited files git is told to ignore (assume-unchanged, skip-worktree)
 
     @property
     def clean(self) -> bool:
-        return self.exists and self.uncommitted == 0 and self.unpushed == 0
+        return self.exists and self.uncommitted == 0 and self.unpushed == 0 and self.hidden == 0
 
     def why_kept(self) -> str:
         """Why removing it would lose work ("" when it would not)."""
         parts = []
         if self.uncommitted:
             parts.append(f"{self.uncommitted} uncommitted change(s)")
+        if self.hidden:
+            parts.append(f"{self.hidden} change(s) hidden by assume-unchanged/skip-worktree")
         if self.unpushed:
             parts.append(f"{self.unpushed} commit(s) not on a remote branch")
         return ", ".join(parts)
@@ -103,7 +121,9 @@ class Workspaces:
 
     # -- git -----------------------------------------------------------------------------
 
-    def _run(self, cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    def _run(
+        self, cwd: Path, *args: str, check: bool = True, input: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
         argv = [self.git, "-C", str(cwd), *args]
         try:
             proc = subprocess.run(
@@ -111,7 +131,8 @@ class Workspaces:
                 capture_output=True,
                 text=True,
                 timeout=self.timeout,
-                stdin=subprocess.DEVNULL,
+                input=input,
+                stdin=subprocess.DEVNULL if input is None else None,
                 env=None,
             )
         except FileNotFoundError:
@@ -218,7 +239,7 @@ class Workspaces:
 
     def state(self, path: Path) -> WorkspaceState:
         """What the worktree at `path` holds that removing it would lose."""
-        ref = slug_owner(path.name[len(PREFIX) :]) if path.name.startswith(PREFIX) else None
+        ref = self.owner(path)
         if not self._is_worktree(path):
             return WorkspaceState(path, ref, None, False, 0, 0)
         status = self._out(path, "status", "--porcelain", "--untracked-files=all")
@@ -231,17 +252,47 @@ class Workspaces:
             own = f"refs/heads/{branch}"
             unsaved = [f"^{h}" for h in heads.splitlines() if h and h != own]
         unpushed = int(self._out(path, "rev-list", "--count", "HEAD", *unsaved) or 0)
-        return WorkspaceState(path, ref, branch, True, uncommitted, unpushed)
+        hidden = self._hidden_edits(path)
+        return WorkspaceState(path, ref, branch, True, uncommitted, unpushed, hidden)
 
-    def list(self) -> list[WorkspaceState]:
-        """Every `loop-*` directory under the root, in name order."""
+    def _hidden_edits(self, path: Path) -> int:
+        """Files flagged assume-unchanged or skip-worktree whose content differs from
+        the index: `git status` is told not to look at them, so it cannot count them.
+        A flagged file absent from the worktree (a sparse checkout) loses nothing."""
+        listing = self._run(path, "ls-files", "-v", "-s", "-z").stdout
+        flagged: list[tuple[str, str]] = []  # (index object, path)
+        for entry in listing.split("\0"):
+            head, _, name = entry.partition("\t")
+            fields = head.split()
+            if len(fields) != 4 or not name:
+                continue
+            tag, mode, obj, _stage = fields
+            if not (tag.islower() or tag == "S") or mode not in ("100644", "100755"):
+                continue
+            if (path / name).is_file() and not (path / name).is_symlink():
+                flagged.append((obj, name))
+        # A name hash-object cannot take one per line is counted as changed, unread.
+        odd = sum(1 for _, name in flagged if "\n" in name)
+        flagged = [(obj, name) for obj, name in flagged if "\n" not in name]
+        if not flagged:
+            return odd
+        names = "".join(f"{name}\n" for _, name in flagged)
+        now = self._run(path, "hash-object", "--stdin-paths", input=names).stdout.split()
+        return odd + sum(1 for (obj, _), cur in zip(flagged, now, strict=False) if obj != cur)
+
+    def paths(self) -> list[Path]:
+        """Every `loop-*` directory under the root, in name order (no git call)."""
         if not self.root.is_dir():
             return []
-        return [
-            self.state(p)
-            for p in sorted(self.root.iterdir())
-            if p.is_dir() and p.name.startswith(PREFIX)
-        ]
+        return [p for p in sorted(self.root.iterdir()) if p.is_dir() and p.name.startswith(PREFIX)]
+
+    def owner(self, path: Path) -> WorkItemRef | None:
+        """The item a `loop-<slug>` directory belongs to (None: no item's name)."""
+        return slug_owner(path.name[len(PREFIX) :]) if path.name.startswith(PREFIX) else None
+
+    def list(self) -> list[WorkspaceState]:
+        """What every `loop-*` directory under the root holds, in name order."""
+        return [self.state(p) for p in self.paths()]
 
     # -- remove --------------------------------------------------------------------------
 
@@ -272,3 +323,52 @@ class Workspaces:
         if state.clean:
             self.remove(state)
         return state
+
+
+# -- in use ----------------------------------------------------------------------------
+
+
+def occupants(path: Path) -> list[int]:
+    """Pids (other than this process) whose working directory is `path` or inside it.
+
+    Processes this user may not inspect are not seen; the item's agent runs as the
+    daemon's user, and its tmux session is asked about separately (`in_use`).
+    """
+    import psutil
+
+    root = os.path.realpath(path)
+    found = []
+    for proc in psutil.process_iter():
+        if proc.pid == os.getpid():
+            continue
+        try:
+            cwd = proc.cwd()
+        except (psutil.Error, OSError):
+            continue  # gone, a zombie, or another user's
+        if cwd == root or cwd.startswith(root + os.sep):
+            found.append(proc.pid)
+    return sorted(found)
+
+
+def in_use(path: Path, tmux: Tmux, tmux_name: str) -> str:
+    """Why the worktree must stay because something runs there ("" when nothing does).
+
+    The item's tmux session LIVE means its agent works there; tmux not answering
+    (UNKNOWN) is never taken for absent, so it keeps the worktree too. Then any process
+    whose working directory is inside it (an agent outliving its pane, a shell).
+    Ask under the item's lock: the answer holds only while no spawn can start.
+    """
+    from loop_tmux import Presence
+
+    presence = tmux.probe(tmux_name)
+    if presence is Presence.LIVE:
+        return f"its agent is running (tmux session {tmux_name} is live)"
+    if presence is Presence.UNKNOWN:
+        return f"tmux did not answer about {tmux_name}; a running agent cannot be ruled out"
+    if not path.exists():
+        return ""
+    pids = occupants(path)
+    if pids:
+        shown = ", ".join(str(p) for p in pids[:5]) + (", ..." if len(pids) > 5 else "")
+        return f"{len(pids)} process(es) work in it (pid {shown})"
+    return ""

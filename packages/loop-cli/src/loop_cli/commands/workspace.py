@@ -52,7 +52,7 @@ def list_(ctx: click.Context, fmt: str) -> None:
 @workspace.command("gc")
 @click.option("--dry-run", is_flag=True, help="Say what would be removed; remove nothing.")
 @click.option(
-    "--force", is_flag=True, help="Also remove worktrees holding unsaved work (never active ones)."
+    "--force", is_flag=True, help="Also remove worktrees holding unsaved work (never one in use)."
 )
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
 @click.pass_context
