@@ -230,3 +230,58 @@ def test_sigterm_stops_cleanly_and_dedupe_survives_a_restart(daemon: Daemon) -> 
     r = daemon.post(comment("persisted", 61), guid="g-restart")
     assert r.status_code == 200
     assert r.json()["status"] == "duplicate"
+
+
+HOLD_WRITE_LOCK = """
+import sqlite3, sys, time
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("BEGIN IMMEDIATE")
+print("held", flush=True)
+time.sleep(float(sys.argv[2]))
+"""
+
+
+def test_a_store_held_by_another_writer_is_answered_503_within_the_bound(daemon: Daemon) -> None:
+    """Issue 20, point 13: another process holds the SQLite write lock for a minute. The
+    receiver answers 503 (Retry-After) well within GitHub's 10 s instead of holding the
+    request; GitHub's redelivery after the release is committed, and delivered, once."""
+    from loop_cli.webhook.app import ANSWER_WITHIN_SECONDS
+    from loop_dispatch.store import Store
+
+    assert daemon.post(b'{"zen": "hi"}', event="ping").status_code == 200
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_WRITE_LOCK, str(daemon.tmp / "state" / "state.db"), "60"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline().strip() == "held"
+        guid = uuid.uuid4().hex
+        body = comment("Redelivered once the store is free.", 4242)
+        started = time.monotonic()
+        answer = daemon.post(body, guid=guid)
+        elapsed = time.monotonic() - started
+        print(f"503 after {elapsed:.2f}s under a held write lock")
+        assert answer.status_code == 503
+        assert answer.headers["Retry-After"].isdigit()
+        assert "busy" in answer.json()["reason"] or "commit" in answer.json()["reason"]
+        assert elapsed < ANSWER_WITHIN_SECONDS + 1.0
+    finally:
+        holder.kill()
+        holder.wait()
+    # GitHub redelivers with the same GUID: accepted now, then a duplicate.
+    assert daemon.post(body, guid=guid).status_code == 202
+    assert daemon.post(body, guid=guid).status_code == 200
+    store = Store.open(daemon.tmp / "state", read_only=True)
+    try:
+        rows = store.query(
+            "SELECT count(*) FROM inbox WHERE delivery_id = ?", (f"comment:github:{REPO}:4242",)
+        )
+    finally:
+        store.close()
+    assert rows[0][0] == 1
+    text = "Redelivered once the store is free."
+    assert wait_for(lambda: any(text in m for m in daemon.messages()))
+    time.sleep(1.0)
+    assert sum(text in m for m in daemon.messages()) == 1

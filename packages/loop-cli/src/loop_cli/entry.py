@@ -158,7 +158,7 @@ def _collect(config: str | None) -> dict[str, object]:
     from .runtime import Runtime
     from .status import collect_status
 
-    rt = Runtime(load_config(config))
+    rt = Runtime(load_config(config), read_only=True)
     try:
         return collect_status(rt)
     finally:

@@ -88,11 +88,14 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def _table(store: Store) -> None:
-    """Create (or bring up to date) the heartbeat table once per open store."""
+def _table(store: Store) -> bool:
+    """Create (or bring up to date) the heartbeat table once per open store. False on a
+    read-only store whose table is missing or older: no daemon has beaten in it."""
     if store not in _ready:
-        store.ensure_schema(NAMESPACE, MIGRATIONS)
+        if store.ensure_schema(NAMESPACE, MIGRATIONS) < len(MIGRATIONS):
+            return False  # a reader: nothing is migrated, so nothing to read
         _ready.add(store)
+    return True
 
 
 def beat(
@@ -147,7 +150,8 @@ def stopped(
 def read(store: Store, service: str, host: str | None = None) -> Heartbeat | None:
     """The last heartbeat of `service` on `host` (None: the latest of any host), or None
     (never written, or unreadable by hand edits)."""
-    _table(store)
+    if not _table(store):
+        return None
     if host is None:
         rows = store.query(
             "SELECT host, record FROM loop_cli_heartbeats WHERE service = ? "
@@ -165,7 +169,8 @@ def read(store: Store, service: str, host: str | None = None) -> Heartbeat | Non
 def read_all(store: Store) -> dict[str, dict[str, Heartbeat]]:
     """Every host's heartbeats: host name -> service -> heartbeat (unreadable rows and
     rows from before host names are left out)."""
-    _table(store)
+    if not _table(store):
+        return {}
     out: dict[str, dict[str, Heartbeat]] = {}
     rows = store.query(
         "SELECT service, host, record FROM loop_cli_heartbeats WHERE host <> '' "

@@ -112,7 +112,10 @@ class Runtime:
 
     version = __version__
 
-    def __init__(self, loaded: LoadedConfig) -> None:
+    def __init__(self, loaded: LoadedConfig, *, read_only: bool = False) -> None:
+        # read_only: this command only reads (status, listings): its store is opened
+        # read-only and never waits for another process's write lock.
+        self.read_only = read_only
         self.loaded = loaded
         self.config: Config = loaded.config
         self.state_dir: Path = self.config.effective_state_dir()
@@ -143,9 +146,18 @@ class Runtime:
                         "which is not set (or empty) in the environment"
                     ]
                 )
-        store = Store.open(self.state_dir, url=cfg.url, password=password)
+        store = Store.open(self.state_dir, url=cfg.url, password=password, read_only=self.read_only)
         self._opened.append(store)
         return store
+
+    def state_read_only(self) -> str:
+        """Why this user may not write the SQLite state ("" when it may, when there is
+        none yet, or on a shared database), for `status` to say so."""
+        if self.config.store.url or not self.has_state:
+            return ""
+        from loop_dispatch.sqlite_db import read_only_reason
+
+        return read_only_reason(self.state_dir / STATE_FILE)
 
     @cached_property
     def event_log(self) -> EventLog:

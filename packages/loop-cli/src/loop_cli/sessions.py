@@ -91,9 +91,10 @@ def _placements(rt: Runtime) -> dict[str, str] | None:
     """Item -> host on a fleet's shared store; None on the single-host store."""
     if not (rt.fleet and rt.has_state):
         return None
-    from loop_dispatch.hosts import Hosts
+    from loop_dispatch.hosts import HOSTS_MIGRATIONS, Hosts
 
-    Hosts(rt.store)  # its tables exist before any worker ran
+    if Hosts(rt.store).version < len(HOSTS_MIGRATIONS):
+        return {}  # a reader on a store no worker has used yet: nothing is placed
     rows = rt.store.query("SELECT work_item, host FROM placements")
     return {r[0]: r[1] for r in rows}
 

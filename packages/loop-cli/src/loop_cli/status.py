@@ -47,6 +47,7 @@ def collect_status(rt: Runtime, now: datetime | None = None) -> dict[str, Any]:
         },
         "stateDir": str(rt.state_dir),
         "stateExists": rt.has_state,
+        "stateReadOnly": rt.state_read_only(),
         "eventLog": str(cfg.event_log_path()),
         "tracker": cfg.tracker,
         "tmuxSocket": cfg.routing.tmux_socket,
@@ -141,9 +142,11 @@ def hosts_block(rt: Runtime, now: datetime) -> dict[str, Any]:
     """The fleet on a shared store: one row per host (its lease and the state of its
     daemons, from their own heartbeats), hosts that run daemons but no worker, and the
     totals."""
-    from loop_dispatch.hosts import Hosts
+    from loop_dispatch.hosts import HOSTS_MIGRATIONS, Hosts
 
-    rows = [h.as_dict(now) for h in Hosts(rt.store).list()]
+    hosts = Hosts(rt.store)
+    current = hosts.version >= len(HOSTS_MIGRATIONS)  # a reader may find no tables yet
+    rows = [h.as_dict(now) for h in hosts.list()] if current else []
     beats = heartbeat.read_all(rt.store)
     for row in rows:
         row["services"] = _service_states(beats.pop(row["name"], {}), now)
@@ -243,7 +246,8 @@ def render_text(status: dict[str, Any]) -> str:
         f"the-loop {status['version']}",
         f"config:    {cfg['path'] or 'none (embedded defaults)'}",
         f"state:     {status['stateDir']}"
-        + ("" if status["stateExists"] else " (none yet: nothing has run)"),
+        + ("" if status["stateExists"] else " (none yet: nothing has run)")
+        + (f" (read-only: {status['stateReadOnly']})" if status.get("stateReadOnly") else ""),
         f"events:    {status['eventLog']}",
         f"tracker:   {status['tracker']}"
         + (f"   tmux socket: {status['tmuxSocket']}" if status["tmuxSocket"] else ""),

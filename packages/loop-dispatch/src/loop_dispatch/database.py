@@ -50,9 +50,13 @@ class Database(Protocol):
         """What messages name: the SQLite file, or the PostgreSQL URL without secrets."""
         ...
 
-    def transaction(self) -> AbstractContextManager[Connection]:
+    read_only: bool  # opened for reading only: transactions are refused
+    snapshot: bool  # read-only and immutable (SQLite without a readable -shm)
+
+    def transaction(self, *, timeout: float | None = None) -> AbstractContextManager[Connection]:
         """One state change, all or nothing; writers are serialized, readers never wait.
-        Nested use joins the outer transaction."""
+        Nested use joins the outer transaction. `timeout` bounds the wait for the write
+        lock (StoreBusy past it, nothing done); None waits as the backend does."""
         ...
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["DispatchError", "StoreError", "one_line"]
+__all__ = ["DispatchError", "StoreBusy", "StoreError", "one_line"]
 
 
 class DispatchError(Exception):
@@ -28,6 +28,11 @@ class StoreError(DispatchError):
         super().__init__(f"state store {path}: {reason}")
         self.path = path
         self.reason = reason
+
+
+class StoreBusy(StoreError):
+    """A transaction given a `timeout` did not get the write lock within it (another
+    writer held it); nothing was done. The webhook receiver answers 503 on it."""
 
 
 def one_line(exc: BaseException) -> str:

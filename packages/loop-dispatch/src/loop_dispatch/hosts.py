@@ -155,7 +155,9 @@ class Hosts:
     def __init__(self, store: Store, *, clock: Clock = _utcnow) -> None:
         self._store = store
         self._clock = clock
-        store.ensure_schema(HOSTS_NAMESPACE, HOSTS_MIGRATIONS)
+        # On a read-only store nothing is created: `version` below the migrations' count
+        # says the tables are not there to read.
+        self.version = store.ensure_schema(HOSTS_NAMESPACE, HOSTS_MIGRATIONS)
 
     # -- leases -----------------------------------------------------------------------
 

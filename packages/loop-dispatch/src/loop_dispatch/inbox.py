@@ -570,7 +570,10 @@ class Inbox:
         waiting out a backoff (they become due at once)."""
         clauses: list[str] = []
         params: list[Any] = []
-        seqs = list(seqs)
+        given = list(seqs)
+        seqs = [s for s in given if _storable(s)]  # no row has an id the store cannot hold
+        if given and not seqs:
+            return []
         if seqs:
             clauses.append(f"seq IN ({', '.join('?' * len(seqs))})")
             params += seqs
@@ -597,6 +600,8 @@ class Inbox:
 
     def drop(self, seq: int, reason: str) -> InboxEntry | None:
         """Settle a pending or given-up row as dropped by the operator (kept, recorded)."""
+        if not _storable(seq):
+            return None
         now = _iso(self._clock())
         with self._store.transaction() as conn:
             row = conn.execute(
@@ -630,6 +635,8 @@ class Inbox:
     # -- reads --------------------------------------------------------------------------
 
     def get(self, seq: int) -> InboxEntry | None:
+        if not _storable(seq):
+            return None
         rows = self._store.query(_SELECT + " WHERE seq = ?", (seq,))
         return _entry(rows[0]) if rows else None
 
@@ -655,6 +662,21 @@ class Inbox:
             sql += " LIMIT ?"
             params.append(limit)
         return [_entry(r) for r in self._store.query(sql, params)]
+
+    def count(
+        self,
+        states: Sequence[str] = ("pending", "claimed", "given_up"),
+        *,
+        work_item: str | None = None,
+    ) -> int:
+        """How many rows `entries` would list without a limit."""
+        marks = ", ".join("?" * len(states))
+        sql = _COUNT + f" WHERE state IN ({marks})"
+        params: list[Any] = list(states)
+        if work_item is not None:
+            sql += " AND work_item = ?"
+            params.append(work_item)
+        return int(self._store.query(sql, params)[0][0])
 
     def counts(self) -> dict[str, int]:
         rows = self._store.query("SELECT state, count(*) FROM inbox GROUP BY state")
@@ -692,3 +714,12 @@ class Inbox:
         """When the earliest pending row falls due (the drain sleeps until then)."""
         rows = self._store.query("SELECT min(due_at) FROM inbox WHERE state = 'pending'")
         return _time(rows[0][0]) if rows and rows[0][0] else None
+
+
+_COUNT = "SELECT count(*) FROM inbox"
+
+
+def _storable(seq: int) -> bool:
+    """Whether `seq` fits the stores' 64-bit integer ids (a larger one names no row, and
+    binding it would raise OverflowError)."""
+    return -(2**63) <= seq < 2**63

@@ -26,7 +26,7 @@ from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from .errors import StoreError, one_line
+from .errors import StoreBusy, StoreError, one_line
 from .sqlite_db import split_script
 
 __all__ = [
@@ -189,6 +189,15 @@ class _Conn:
         return cur
 
 
+@contextmanager
+def _released(lock: Any) -> Iterator[None]:
+    """Release an already acquired lock when the block ends."""
+    try:
+        yield
+    finally:
+        lock.release()
+
+
 class PostgresDatabase:
     """One connection to the shared database, shared by this process's threads."""
 
@@ -201,6 +210,8 @@ class PostgresDatabase:
         self._lock = threading.RLock()
         self._depth = 0
         self._conn: Any = None
+        self.read_only = False  # opened for reading: no migration, no transaction
+        self.snapshot = False
 
     @property
     def location(self) -> str:
@@ -208,10 +219,15 @@ class PostgresDatabase:
 
     @classmethod
     def open(
-        cls, url: str, *, password: str | None, migrate: Callable[[Any], None]
+        cls,
+        url: str,
+        *,
+        password: str | None,
+        migrate: Callable[[Any], None] | None,
     ) -> PostgresDatabase:
         """Connect and bring the schema up to date (migrations serialize on the writer
-        lock, so hosts starting together migrate once)."""
+        lock, so hosts starting together migrate once). `migrate=None` opens a reader:
+        it never takes the writer lock and refuses transactions."""
         _check_url(url)
         try:
             import psycopg  # noqa: F401
@@ -223,6 +239,9 @@ class PostgresDatabase:
             ) from None
         db = cls(url, password)
         db._connect()
+        if migrate is None:
+            db.read_only = True
+            return db
         try:
             migrate(db)
         except BaseException:
@@ -276,12 +295,21 @@ class PostgresDatabase:
                     self._conn.close()
 
     @contextmanager
-    def transaction(self, *, exclusive: bool = True) -> Iterator[_Conn]:
+    def transaction(
+        self, *, exclusive: bool = True, timeout: float | None = None
+    ) -> Iterator[_Conn]:
         """BEGIN ... COMMIT; `exclusive` (the default) first takes the writer lock, so
-        writers run one at a time as on SQLite. Nested use joins the outer one."""
+        writers run one at a time as on SQLite. Nested use joins the outer one.
+        `timeout` bounds the wait for this process's connection and for the writer lock
+        together (StoreBusy past it, nothing done)."""
         import psycopg
 
-        with self._lock:
+        if self.read_only:
+            raise StoreError(self._location, "opened read-only: this command cannot change state")
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if not self._lock.acquire(timeout=-1 if timeout is None else max(timeout, 0)):
+            raise StoreBusy(self._location, f"busy: another writer held it for {timeout:g}s")
+        with _released(self._lock):
             if self._depth:
                 self._depth += 1
                 try:
@@ -289,7 +317,7 @@ class PostgresDatabase:
                 finally:
                     self._depth -= 1
                 return
-            conn = self._begin(exclusive)
+            conn = self._begin(exclusive, deadline)
             self._depth = 1
             try:
                 yield _Conn(conn)
@@ -311,21 +339,31 @@ class PostgresDatabase:
                     conn.execute("ROLLBACK")
                 raise StoreError(self._location, f"cannot commit: {self._safe(exc)}") from None
 
-    def _begin(self, exclusive: bool) -> Any:
-        """BEGIN (and the writer lock) on a live connection. A connection the server
-        dropped since its last use is replaced once: nothing had been done on it."""
+    def _begin(self, exclusive: bool, deadline: float | None = None) -> Any:
+        """BEGIN (and the writer lock, waited for no later than `deadline`) on a live
+        connection. A connection the server dropped since its last use is replaced
+        once: nothing had been done on it."""
         import psycopg
 
         for attempt in (1, 2):
             conn = self._ready()
             try:
                 conn.execute("BEGIN")
+                if exclusive and deadline is not None:
+                    left = max(1, int((deadline - time.monotonic()) * 1000))
+                    conn.execute(f"SET LOCAL lock_timeout = {left}")
                 if exclusive:
                     conn.execute(
                         "SELECT pg_advisory_xact_lock(%s::int4, %s::int4)",
                         (LOCK_CLASS, WRITER_LOCK),
                     )
                 return conn
+            except psycopg.errors.LockNotAvailable:
+                with suppress(Exception):
+                    conn.execute("ROLLBACK")
+                raise StoreBusy(
+                    self._location, "busy: another writer held the writer lock"
+                ) from None
             except psycopg.Error as exc:
                 with suppress(Exception):
                     conn.execute("ROLLBACK")

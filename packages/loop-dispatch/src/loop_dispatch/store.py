@@ -15,7 +15,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import StoreError
+from .errors import StoreBusy, StoreError
 from .sqlite_db import BUSY_TIMEOUT_MS
 from .sqlite_db import run_script as _run_script  # noqa: F401 (kept importable here)
 from .tables import utcnow_iso
@@ -32,6 +32,7 @@ __all__ = [
     "Cursors",
     "Meta",
     "Store",
+    "StoreBusy",
     "StoreError",
     "is_postgresql_url",
     "utcnow_iso",
@@ -243,16 +244,28 @@ class Store:
         *,
         url: str | None = None,
         password: str | None = None,
+        read_only: bool = False,
     ) -> Store:
         """Open the store and bring its schema up to date.
 
         Without `url`: `state_dir/state.db` (created if needed). With a
         `postgresql://` url: that shared database (`password`, when given, comes from
         the environment variable the config names; it is never part of the url).
+
+        `read_only`: a reader (status, listings). It never migrates, never takes the
+        write lock (another process holding it for a minute does not hold it up), and
+        works on a file this user may not write; a transaction through it is refused.
+        A store whose schema is older than this code is opened for writing once, to
+        migrate it, when this user may.
         """
         if is_postgresql_url(url):
             from .postgres_db import PostgresDatabase
 
+            if read_only:
+                reader = cls(PostgresDatabase.open(str(url), password=password, migrate=None))
+                if reader._current():
+                    return reader
+                reader.close()
             db: Database = PostgresDatabase.open(str(url), password=password, migrate=_migrate)
             return cls(db)
         if url:
@@ -261,7 +274,42 @@ class Store:
             raise ValueError("a state directory or a store url is needed")
         from .sqlite_db import SqliteDatabase
 
+        if read_only:
+            reader = cls(SqliteDatabase.open_reader(state_dir))
+            if reader._current():
+                return reader
+            reader.close()
         return cls(SqliteDatabase.open(state_dir, migrate=_migrate))
+
+    def _current(self) -> bool:
+        """Whether the core schema is the one this code reads (a newer one is refused
+        here, as the migrating open refuses it)."""
+        try:
+            rows = self.query(
+                "SELECT version FROM schema_versions WHERE namespace = ?", (CORE_NAMESPACE,)
+            )
+        except StoreError:
+            return False  # no schema table yet: a new store
+        version = int(rows[0][0]) if rows else 0
+        known = len(CORE_MIGRATIONS)
+        if version > known:
+            raise StoreError(
+                self._db.location,
+                f"written by a newer the-loop (schema {CORE_NAMESPACE} v{version}, this "
+                f"loop-dispatch knows up to v{known}); upgrade the-loop or use another "
+                "state directory",
+            )
+        return version == known
+
+    @property
+    def read_only(self) -> bool:
+        """Opened for reading only (`Store.open(read_only=True)`)."""
+        return self._db.read_only
+
+    @property
+    def snapshot(self) -> bool:
+        """Read as an immutable file: no -shm could be read or made (read-only folder)."""
+        return self._db.snapshot
 
     @property
     def backend(self) -> str:
@@ -299,18 +347,27 @@ class Store:
 
     # -- transactions --------------------------------------------------------------
 
-    def transaction(self) -> AbstractContextManager[Connection]:
+    def transaction(self, *, timeout: float | None = None) -> AbstractContextManager[Connection]:
         """One state change, rolled back on any exception.
 
         Nested use joins the outer transaction, so helpers compose into one change.
+        `timeout`: give up (StoreBusy, nothing done) when the write lock is not had
+        within it; the webhook receiver answers 503 then, well within GitHub's 10 s.
         """
-        return self._db.transaction()
+        return self._db.transaction(timeout=timeout)
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         """A read (its own snapshot; never waits for a writer)."""
         return self._db.query(sql, params)
 
     # -- schemas -------------------------------------------------------------------
+
+    def schema_version_if_any(self, namespace: str) -> int:
+        """The namespace's recorded version; 0 when it has none or no table records any."""
+        try:
+            return self.schema_version(namespace)
+        except StoreError:
+            return 0
 
     def schema_version(self, namespace: str = CORE_NAMESPACE) -> int:
         rows = self.query("SELECT version FROM schema_versions WHERE namespace = ?", (namespace,))
@@ -325,6 +382,15 @@ class Store:
         """
         if namespace == CORE_NAMESPACE:
             raise ValueError(f"namespace {CORE_NAMESPACE!r} is reserved")
+        if self.read_only:  # a reader never writes: the version in force, tables as found
+            version = self.schema_version_if_any(namespace)
+            if version > len(migrations):
+                raise StoreError(
+                    self._db.location,
+                    f"written by a newer the-loop (schema {namespace} v{version}, this "
+                    f"version knows up to v{len(migrations)}); upgrade the-loop",
+                )
+            return version
         with self.transaction() as conn:
             row = conn.execute(
                 "SELECT version FROM schema_versions WHERE namespace = ?", (namespace,)

@@ -25,14 +25,15 @@ def loaded_config(ctx: click.Context) -> LoadedConfig:
     return loaded
 
 
-def runtime(ctx: click.Context) -> Runtime:
-    """The runtime (store, tmux, dispatcher...) for this invocation, closed on exit."""
+def runtime(ctx: click.Context, *, read_only: bool = False) -> Runtime:
+    """The runtime (store, tmux, dispatcher...) for this invocation, closed on exit.
+    `read_only`: the command only reads; its store never takes the write lock."""
     from ..runtime import Runtime
 
     root = ctx.find_root()
     obj = root.obj if isinstance(root.obj, dict) else {}
     if "runtime" not in obj:
-        rt = Runtime(loaded_config(ctx))
+        rt = Runtime(loaded_config(ctx), read_only=read_only)
         obj["runtime"] = rt
         root.obj = obj
         root.call_on_close(rt.close)

@@ -15,9 +15,23 @@ if TYPE_CHECKING:
 
 STATES = {
     "pending": ("pending", "claimed"),
+    "in-flight": ("claimed",),
     "given-up": ("given_up",),
+    "done": ("done",),
     "all": ("pending", "claimed", "given_up"),
 }
+DEFAULT_LIMIT = 100  # a backlog of thousands is a count and a page, not a screenful each
+MAX_SEQ = 2**63 - 1  # inbox ids are SQLite/PostgreSQL 64-bit integers
+
+
+def _check_ids(ids: tuple[int, ...]) -> None:
+    """One line for an id no row can have (the store cannot even be asked about it)."""
+    for seq in ids:
+        if not 1 <= seq <= MAX_SEQ:
+            raise UsageError(
+                f"inbox row id {seq} is out of range (ids run from 1 to {MAX_SEQ}); "
+                "see `the-loop inbox list`"
+            )
 
 
 @click.group()
@@ -50,24 +64,49 @@ def _row(entry: InboxEntry) -> list[str]:
 
 @inbox.command("list")
 @click.option(
-    "--state", type=click.Choice(list(STATES)), default="all", help="Which rows (default: all)."
+    "--state",
+    type=click.Choice(list(STATES)),
+    default="all",
+    help="Which rows: pending (waiting or in flight), in-flight, given-up, done, "
+    "all (default: all not done).",
 )
 @click.option("--item", "ref", default=None, help="Only this work item's rows (a ref).")
+@click.option(
+    "--limit",
+    type=click.IntRange(min=0),
+    default=DEFAULT_LIMIT,
+    show_default=True,
+    help="At most this many rows, oldest first (0: every row).",
+)
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
 @click.pass_context
-def list_(ctx: click.Context, state: str, ref: str | None, fmt: str) -> None:
+def list_(ctx: click.Context, state: str, ref: str | None, limit: int, fmt: str) -> None:
     """Rows oldest first: age since accepted, definite attempts, tries, last reason."""
-    rt = runtime(ctx)
+    rt = runtime(ctx, read_only=True)
+    total = 0
     if not rt.has_state:
         entries: list[InboxEntry] = []
     else:
         item = str(parse_ref(ref)) if ref else None
-        entries = rt.store.inbox.entries(STATES[state], work_item=item)
+        entries = rt.store.inbox.entries(STATES[state], work_item=item, limit=limit or None)
+        if limit and len(entries) == limit:
+            total = rt.store.inbox.count(STATES[state], work_item=item)
+    more = total - len(entries) if total > len(entries) else 0
+    if more:  # stderr: JSON output stays exactly the rows
+        click.echo(
+            f"inbox: showing the oldest {len(entries)} of {total} rows; "
+            "--limit N for more, --limit 0 for all",
+            err=True,
+        )
     if fmt == "json":
         echo_json([e.as_dict() for e in entries])
         return
     if not entries:
-        click.echo("inbox: nothing pending, in flight or given up")
+        click.echo(
+            "inbox: nothing done yet"
+            if state == "done"
+            else "inbox: nothing pending, in flight or given up"
+        )
         return
     headers = ["ID", "STATE", "ITEM", "DELIVERY", "AGE", "ATTEMPTS", "TRIES", "LAST REASON"]
     click.echo(table([_row(e) for e in entries], headers))
@@ -82,6 +121,7 @@ def retry(ctx: click.Context, ids: tuple[int, ...], ref: str | None, given_up: b
     """Re-arm rows now with a fresh attempt budget (recorded as `inbox.retried`)."""
     if not ids and ref is None and not given_up:
         raise UsageError("name the rows to retry: IDs, --item REF or --given-up")
+    _check_ids(ids)
     rt = runtime(ctx)
     item = str(parse_ref(ref)) if ref else None
     entries = rt.store.inbox.retry(seqs=ids, work_item=item, given_up=given_up)
@@ -104,6 +144,7 @@ def drop(ctx: click.Context, seq: int, reason: str) -> None:
     """Settle a pending or given-up row as dropped (kept in the table, recorded)."""
     if not reason.strip():
         raise UsageError("--reason must say why")
+    _check_ids((seq,))
     rt = runtime(ctx)
     entry = rt.store.inbox.drop(seq, reason.strip())
     if entry is None:

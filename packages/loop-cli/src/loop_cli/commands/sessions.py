@@ -32,7 +32,7 @@ def list_(ctx: click.Context, fmt: str) -> None:
     """Registered sessions with their tmux presence (one tmux call)."""
     from ..sessions import list_rows, quarantine_lines
 
-    rt = runtime(ctx)
+    rt = runtime(ctx, read_only=True)
     rows = list_rows(rt)
     quarantined = quarantine_lines(rt)
     for line in quarantined:  # stderr: JSON output stays exactly the rows

@@ -24,7 +24,7 @@ def status(ctx: click.Context, fmt: str, post: bool) -> None:
 
     if post and fmt != "slack":
         raise UsageError("--post needs --format slack")
-    rt = runtime(ctx)
+    rt = runtime(ctx, read_only=True)
     data = collect_status(rt)
     if fmt == "json":
         echo_json(data)

@@ -46,7 +46,7 @@ def list_(ctx: click.Context, fmt: str) -> None:
     """Every item worktree, its branch, and what it holds that is not saved."""
     from ..workspaces import list_rows
 
-    _render(list_rows(runtime(ctx)), fmt, with_action=False)
+    _render(list_rows(runtime(ctx, read_only=True)), fmt, with_action=False)
 
 
 @workspace.command("gc")

@@ -11,31 +11,48 @@ event (the inbox, with --route) in one transaction before 202 is sent, so a rece
 killed at any instant has either answered nothing (GitHub may redeliver, the GUID is
 not recorded) or committed the event (the drain delivers it). A store that cannot
 commit answers 503: nothing was accepted.
+
+The answer never waits past `answer_within` (5 s; GitHub gives up at 10 s and would
+count a timeout, not retry at once): the accept's own store wait is bounded below it
+(webhook/seen.py), and should anything else hold the accept, the receiver still answers
+503 (`Retry-After`) at the deadline. An accept that commits after such a 503 makes
+GitHub's redelivery a duplicate (200): the event is kept once either way.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
 import re
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from starlette.applications import Starlette
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from loop_dispatch import Event
+from loop_dispatch.errors import StoreBusy
 
 from .payload import Ignored, PayloadError, Rules, to_event
 from .seen import GroundChanged
 from .verify import verify_signature
 
-__all__ = ["DEFAULT_MAX_BODY", "MAX_JSON_DEPTH", "Accept", "OnReject", "create_app", "json_depth"]
+__all__ = [
+    "ANSWER_WITHIN_SECONDS",
+    "DEFAULT_MAX_BODY",
+    "MAX_JSON_DEPTH",
+    "RETRY_AFTER_SECONDS",
+    "Accept",
+    "OnReject",
+    "create_app",
+    "json_depth",
+]
 
 # accept(guid, github_event_name, event) -> "accepted" | "duplicate"; commits first.
 Accept = Callable[[str, str, Event], str]
@@ -45,6 +62,9 @@ log = logging.getLogger(__name__)
 DEFAULT_MAX_BODY = 1024 * 1024  # issue and comment payloads are far below this
 _GUID_MAX = 200
 MAX_JSON_DEPTH = 64  # GitHub's payloads nest under 10 deep
+ANSWER_WITHIN_SECONDS = 5.0  # a commit not done by then is answered 503 (GitHub waits 10 s)
+RETRY_AFTER_SECONDS = 10  # what a 503 asks a redelivery to wait
+ACCEPT_THREADS = 8  # accepts that may wait on the store at once
 _JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _JSON_NESTING = re.compile(rb"[\[\]{}]")
 
@@ -99,6 +119,7 @@ def create_app(
     has_session: Callable[[Any], bool] | None = None,
     lifespan: Callable[[Starlette], contextlib.AbstractAsyncContextManager[None]] | None = None,
     on_reject: OnReject | None = None,
+    answer_within: float = ANSWER_WITHIN_SECONDS,
 ) -> Starlette:
     """The receiver. `accept` runs in a worker thread, never on the event loop.
 
@@ -111,6 +132,9 @@ def create_app(
         trigger_label, authorized_actors, own_login, repositories, session_per_pr, has_session
     )
     stats: Counter[str] = Counter()
+    # Accepts run here, not in Starlette's pool: an accept still waiting at the deadline
+    # is left to finish on its own while the request is answered.
+    accepts = ThreadPoolExecutor(max_workers=ACCEPT_THREADS, thread_name_prefix="webhook-accept")
 
     def _answer(status: int, outcome: str, stats: Counter[str], **extra: Any) -> JSONResponse:
         if status >= 400 and on_reject is not None:
@@ -119,6 +143,11 @@ def create_app(
             except Exception as exc:  # recording a refusal must never change the answer
                 log.warning("webhook: could not record a rejection: %s", type(exc).__name__)
         return _respond(status, outcome, stats, **extra)
+
+    def _busy(reason: str) -> JSONResponse:
+        answer = _answer(503, "busy", stats, reason=reason)
+        answer.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
+        return answer
 
     async def receive(request: Request) -> JSONResponse:
         try:
@@ -171,16 +200,23 @@ def create_app(
             return _answer(400, "rejected", stats, reason=str(exc))
         if isinstance(result, Ignored):
             return _answer(202, "ignored", stats, reason=result.reason)
+        loop = asyncio.get_running_loop()
+        pending = loop.run_in_executor(accepts, accept, guid, kind, result)
         try:
-            verdict = await run_in_threadpool(accept, guid, kind, result)
+            verdict = await asyncio.wait_for(pending, answer_within)
+        except asyncio.TimeoutError:
+            log.warning("webhook: %s not committed within %gs; answered 503", guid, answer_within)
+            reason = f"the state store did not commit within {answer_within:g}s"
+            return _busy(reason)
         except Exception as exc:  # nothing kept: GitHub (or the operator) redelivers
             log.warning("webhook: could not commit %s: %s", guid, type(exc).__name__)
-            reason = (
-                "the state directory was deleted or replaced under the receiver"
-                if isinstance(exc, GroundChanged)
-                else "the state store could not commit"
-            )
-            return _answer(503, "busy", stats, reason=reason)
+            if isinstance(exc, GroundChanged):
+                reason = "the state directory was deleted or replaced under the receiver"
+            elif isinstance(exc, StoreBusy):
+                reason = "the state store is busy (another process holds its write lock)"
+            else:
+                reason = "the state store could not commit"
+            return _busy(reason)
         if verdict != "accepted":
             return _answer(200, "duplicate", stats, delivery=guid)
         return _answer(202, "accepted", stats, deliveryId=result.delivery_id)
@@ -197,4 +233,5 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.stats = stats
+    app.state.accepts = accepts
     return app

@@ -9,13 +9,14 @@ Comment events are also de-duplicated by their delivery id in the inbox.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from loop_dispatch import Event
 
-__all__ = ["GroundChanged", "InboxAccept", "LogAccept", "StoreSeen"]
+__all__ = ["COMMIT_TIMEOUT_SECONDS", "GroundChanged", "InboxAccept", "LogAccept", "StoreSeen"]
 
 NAMESPACE = "loop_cli.webhook"
 MIGRATIONS = [
@@ -30,6 +31,10 @@ MIGRATIONS = [
 ]
 KEEP = timedelta(days=30)
 PRUNE_EVERY = timedelta(hours=1)
+# The longest an accept waits for the store's write lock (another process's, or this
+# process's drain's): past it nothing is committed and the receiver answers 503, well
+# within GitHub's 10 s, so GitHub redelivers instead of timing out (docs/github.md).
+COMMIT_TIMEOUT_SECONDS = 4.0
 
 
 class GroundChanged(RuntimeError):
@@ -40,8 +45,9 @@ class GroundChanged(RuntimeError):
 class StoreSeen:
     """The ids in dispatch's Store, in this package's own namespace and table."""
 
-    def __init__(self, store: Any) -> None:
+    def __init__(self, store: Any, *, timeout: float | None = None) -> None:
         self._store = store
+        self._timeout = timeout
         store.ensure_schema(NAMESPACE, MIGRATIONS)
         self._pruned = datetime.min.replace(tzinfo=timezone.utc)
         self.prune()
@@ -56,18 +62,26 @@ class StoreSeen:
         )
         return bool(cur.rowcount > 0)
 
-    def prune(self) -> None:
+    def prune(self, timeout: float | None = None) -> None:
         """Forget ids older than GitHub would redeliver (bounded table)."""
         now = datetime.now(timezone.utc)
         cutoff = (now - KEEP).isoformat(timespec="seconds")
-        with self._store.transaction() as conn:
+        with self._store.transaction(timeout=timeout) as conn:
             conn.execute("DELETE FROM loop_cli_webhook_deliveries WHERE received_at < ?", (cutoff,))
         self._pruned = now
 
     def prune_due(self) -> None:
-        """Prune at most hourly, so a receiver running for weeks keeps the table bounded."""
+        """Prune at most hourly, so a receiver running for weeks keeps the table bounded.
+        A busy store skips it (within the accept's bound): a later delivery prunes."""
+        from loop_dispatch.store import StoreBusy
+
         if datetime.now(timezone.utc) - self._pruned >= PRUNE_EVERY:
-            self.prune()
+            with contextlib.suppress(StoreBusy):
+                self.prune(self._timeout)
+
+    def transaction(self) -> Any:
+        """The accept's transaction, bounded by the timeout (StoreBusy past it)."""
+        return self._store.transaction(timeout=self._timeout)
 
 
 class InboxAccept:
@@ -85,15 +99,17 @@ class InboxAccept:
         store: Any,
         on_accepted: Callable[[], None] | None = None,
         watch: Callable[[], str | None] | None = None,
+        *,
+        timeout: float | None = COMMIT_TIMEOUT_SECONDS,
     ) -> None:
         self._store = store
-        self._seen = StoreSeen(store)
+        self._seen = StoreSeen(store, timeout=timeout)
         self._on_accepted = on_accepted
         self._watch = watch
 
     def __call__(self, guid: str, kind: str, event: Event) -> str:
         self._seen.prune_due()
-        with self._store.transaction() as conn:
+        with self._seen.transaction() as conn:
             if not self._seen.record(conn, guid, kind):
                 return "duplicate"
             # A push is GitHub saying the comment is new: it overrides a poller baseline.
@@ -113,14 +129,20 @@ class InboxAccept:
 class LogAccept:
     """`accept` without --route: the GUID is recorded and the event only logged."""
 
-    def __init__(self, store: Any, log: Callable[[Event], object]) -> None:
+    def __init__(
+        self,
+        store: Any,
+        log: Callable[[Event], object],
+        *,
+        timeout: float | None = COMMIT_TIMEOUT_SECONDS,
+    ) -> None:
         self._store = store
-        self._seen = StoreSeen(store)
+        self._seen = StoreSeen(store, timeout=timeout)
         self._log = log
 
     def __call__(self, guid: str, kind: str, event: Event) -> str:
         self._seen.prune_due()
-        with self._store.transaction() as conn:
+        with self._seen.transaction() as conn:
             if not self._seen.record(conn, guid, kind):
                 return "duplicate"
         self._log(event)
