@@ -17,7 +17,7 @@ import pytest
 
 from loop_dispatch.model import WorkItemRef
 from loop_dispatch.pgcluster import Cluster
-from loop_dispatch.store import CORE_MIGRATIONS, Store, StoreError
+from loop_dispatch.store import CORE_MIGRATIONS, Store, StoreBusy, StoreError
 
 Opener = Callable[[], Store]
 
@@ -229,6 +229,80 @@ def test_a_sigkilled_writer_leaves_every_transaction_whole(target) -> None:
             assert store.deliveries.state(f"{tag}-d{int(n) + 1}") is None
             assert store.inbox.by_delivery(f"{tag}-e{n}-19") is not None
             assert store.inbox.by_delivery(f"{tag}-e{int(n) + 1}-0") is None
+
+
+HOLDER = textwrap.dedent(
+    """
+    import os, time
+    from loop_dispatch.store import Store
+    if os.environ.get("T_URL"):
+        store = Store.open(url=os.environ["T_URL"], password=os.environ["T_PASSWORD"])
+    else:
+        store = Store.open(os.environ["T_DIR"])
+    with store.transaction() as conn:  # the write lock, held as a stalled writer holds it
+        conn.execute("UPDATE meta SET value = 'held' WHERE key = 'k'")
+        print("held", flush=True)
+        time.sleep(60)
+    """
+)
+
+
+def test_readers_never_wait_for_a_writer_and_bounded_writers_give_up(target) -> None:
+    """Issue 20, points 12 and 13: another process holds the write lock. A read-only
+    store opens and reads at once (SQLite: a read-only connection; PostgreSQL: no
+    migration, so no writer lock); a transaction with a timeout gives up within it."""
+    with _open(target) as store:
+        store.meta.set("k", "v")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER], stdout=subprocess.PIPE, text=True, env=_child_env(target)
+    )
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline().strip() == "held"
+        started = time.monotonic()
+        if "url" in target:
+            reader = Store.open(url=target["url"], password=target["password"], read_only=True)
+        else:
+            reader = Store.open(target["dir"], read_only=True)
+        with reader:
+            assert reader.read_only
+            assert reader.meta.get("k") == "v"  # the committed value, not the held one
+            assert reader.registry.list() == []
+            with pytest.raises(StoreError, match="read-only"), reader.transaction():
+                pass
+        assert time.monotonic() - started < 5.0  # no wait for the lock at all
+        with _open_unmigrated(target) as writer:
+            started = time.monotonic()
+            with pytest.raises(StoreBusy), writer.transaction(timeout=1.0):
+                pass
+            waited = time.monotonic() - started
+            assert 0.9 <= waited < 5.0
+    finally:
+        holder.kill()
+        holder.wait()
+    with _open(target) as store:  # the holder's transaction never committed
+        assert store.meta.get("k") == "v"
+
+
+def _open_unmigrated(target: dict[str, str]) -> Store:
+    """A writable store opened without waiting for the held lock (its schema is current:
+    opened as a reader's database, upgraded to writable)."""
+    if "url" in target:
+        from loop_dispatch.postgres_db import PostgresDatabase
+
+        db = PostgresDatabase.open(target["url"], password=target["password"], migrate=None)
+        db.read_only = False
+        return Store(db)
+    import sqlite3 as _sqlite3
+
+    from loop_dispatch.sqlite_db import SqliteDatabase
+
+    conn = _sqlite3.connect(
+        str(Path(target["dir"]) / "state.db"), isolation_level=None, check_same_thread=False
+    )
+    db = SqliteDatabase(Path(target["dir"]) / "state.db", conn)
+    db._opening = False
+    return Store(db)
 
 
 # -- PostgreSQL only: the url, the password, the server going away ----------------------
