@@ -330,6 +330,47 @@ def test_a_store_that_cannot_commit_answers_503_and_keeps_nothing(sink: Sink) ->
         assert [e.comment_id for e in sink.wait(1)] == ["1"]
 
 
+def test_an_accept_held_past_the_deadline_is_answered_503_and_kept_once(sink: Sink) -> None:
+    """Issue 20, point 13: whatever holds the commit, the answer comes by the deadline
+    (503, Retry-After), not at GitHub's 10 s timeout. An accept that commits after it
+    makes GitHub's redelivery a duplicate: the event is kept once."""
+    release = threading.Event()
+
+    def stalled(guid: str, kind: str, event: Event) -> str:
+        release.wait(30)
+        return sink(guid, kind, event)
+
+    app = create_app(
+        SECRET, stalled, authorized_actors=["alice"], trigger_label="the-loop", answer_within=0.5
+    )
+    with served(app) as url, httpx.Client(base_url=url, timeout=10) as c:
+        started = time.monotonic()
+        first = post(c, comment_payload(cid=1), delivery="late-1")
+        elapsed = time.monotonic() - started
+        assert first.status_code == 503
+        assert first.headers["Retry-After"].isdigit()
+        assert "did not commit within 0.5s" in first.json()["reason"]
+        assert elapsed < 5.0  # the deadline (0.5 s) and a loaded box, far from 10 s
+        release.set()
+        assert [e.comment_id for e in sink.wait(1)] == ["1"]  # the late commit landed
+        assert post(c, comment_payload(cid=1), delivery="late-1").status_code == 200
+        assert len(sink.events) == 1
+
+
+def test_a_busy_store_is_answered_503_with_retry_after(sink: Sink) -> None:
+    from loop_dispatch.store import StoreBusy
+
+    def busy(guid: str, kind: str, event: Event) -> str:
+        raise StoreBusy("state.db", "busy: another process held the write lock")
+
+    app = create_app(SECRET, busy, authorized_actors=["alice"], trigger_label="the-loop")
+    with served(app) as url, httpx.Client(base_url=url, timeout=10) as c:
+        answer = post(c, comment_payload(cid=2), delivery="busy-1")
+        assert answer.status_code == 503
+        assert answer.headers["Retry-After"] == "10"
+        assert "another process holds its write lock" in answer.json()["reason"]
+
+
 def test_202_means_the_event_is_already_in_the_inbox(tmp_path: Path) -> None:
     """Accepted means durable: when 202 arrives, the inbox row is committed."""
     from loop_dispatch.store import Store
