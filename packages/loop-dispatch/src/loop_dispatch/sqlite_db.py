@@ -179,7 +179,7 @@ class SqliteDatabase:
                 db.snapshot = True
                 db._conn.execute("PRAGMA user_version").fetchone()
         except sqlite3.DatabaseError as exc:
-            raise StoreError(path, f"cannot read: {one_line(exc)}") from None
+            raise _unusable(path, exc) from None
         db._opening = False
         return db
 
