@@ -182,6 +182,7 @@ def test_a_running_agent_keeps_its_worktree_through_close_and_gc(
     assert not _records(isolated)[ref].active
     assert path.is_dir()
     assert f"loop/{WorkItemRef.parse(ref).slug()}" in git(clone, "branch", "--list")
+    assert f"{ref}: worktree kept (its agent is running)" in run_cli("sessions", "list").output
 
     rows = json.loads(run_cli("workspace", "gc", "--force", "--format", "json").output)
     assert [(r["ref"], r["action"]) for r in rows] == [(ref, "kept")]

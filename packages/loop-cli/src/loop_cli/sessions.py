@@ -40,7 +40,7 @@ def list_rows(rt: Runtime) -> list[dict[str, Any]]:
     repositories = list(rt.config.github.repositories)
     placement = _placements(rt)
     for rec in rt.store.registry.list() if rt.has_state else []:
-        kept = "" if rec.active else kept_reason(rt, rec.work_item)
+        kept = "" if rec.active else kept_reason(rt, rec.work_item, fleet.presence(rec.tmux_name))
         row: dict[str, Any] = (
             {} if placement is None else {"host": placement.get(str(rec.work_item))}
         )

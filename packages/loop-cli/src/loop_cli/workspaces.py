@@ -119,8 +119,13 @@ def _collect(
     return row
 
 
-def kept_reason(rt: Runtime, ref: Any) -> str:
-    """For `sessions list`: why a closed item's worktree is still there ("" if it is not)."""
+def kept_reason(rt: Runtime, ref: Any, presence: str | None = None) -> str:
+    """For `sessions list`: why a closed item's worktree is still there ("" if it is not).
+    `presence` is the item's tmux session from the listing's one fleet read."""
+    from loop_dispatch.workspace import occupants
+
+    from .fleet import LIVE, UNKNOWN
+
     ws = rt.workspaces
     if ws is None:
         return ""
@@ -128,6 +133,14 @@ def kept_reason(rt: Runtime, ref: Any) -> str:
     if not path.exists():
         return ""
     try:
-        return ws.state(path).why_kept() or "kept"
+        unsaved: str = ws.state(path).why_kept()
     except Exception as exc:  # a broken worktree is named, never a traceback in a listing
         return " ".join(str(exc).split())[:200]
+    if unsaved:
+        return unsaved
+    if presence == LIVE:
+        return "its agent is running"
+    if presence == UNKNOWN:
+        return "tmux did not answer"
+    pids = occupants(path)
+    return f"{len(pids)} process(es) work in it" if pids else "kept"
