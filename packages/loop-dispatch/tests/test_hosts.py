@@ -16,7 +16,8 @@ import pytest
 from loop_dispatch.dispatcher import Outcome, OutcomeKind
 from loop_dispatch.drain import Drain, RetryPolicy
 from loop_dispatch.eventlog import EventLog
-from loop_dispatch.hosts import HostConflict, HostLease, Hosts
+from loop_dispatch.errors import DispatchError
+from loop_dispatch.hosts import HostConflict, HostLease, Hosts, host_owner
 from loop_dispatch.model import Event, EventKind, WorkItemRef
 from loop_dispatch.pgcluster import Cluster
 from loop_dispatch.store import Store
@@ -142,9 +143,98 @@ def test_1000_events_over_60_items_through_two_receivers_on_three_hosts(db, tmp_
 
 def test_a_second_worker_with_a_live_host_name_is_refused(db) -> None:
     with _open(db) as one, _open(db) as two:
-        HostLease(one, "h", max_sessions=5, lease_seconds=30, owner="h/1/1").beat(force=True)
-        with pytest.raises(HostConflict, match=r"host\.name"):
+        live = host_owner("h")  # this very process: alive
+        HostLease(one, "h", max_sessions=5, lease_seconds=30, owner=live).beat(force=True)
+        with pytest.raises(HostConflict, match=r"host\.name") as refused:
             HostLease(two, "h", max_sessions=5, lease_seconds=30, owner="h/2/2").beat(force=True)
+        assert isinstance(refused.value, DispatchError)  # the CLI's one-line refusal
+        assert "\n" not in str(refused.value)
+
+
+def test_a_dead_workers_lease_on_this_machine_is_taken_over_at_once(db) -> None:
+    """kill -9, then the restart: the lease's holder was a process of this machine that
+    is gone, so its 30 s lease does not keep the host down. A holder recorded on
+    another machine is judged by its lease alone (and the margin after it)."""
+    import subprocess
+    import sys
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait(timeout=30)
+    gone = host_owner("h", dead.pid)
+    with _open(db) as one, _open(db) as two:
+        first = HostLease(one, "h", max_sessions=5, lease_seconds=30, owner=gone)
+        first.beat(force=True)
+        # (pid reused since? then its start time differs: still told apart)
+        second = HostLease(two, "h", max_sessions=5, lease_seconds=30)
+        assert second.beat(force=True) is True  # taken over: its agents are its own now
+        assert [h.owner for h in Hosts(two).list()] == [second.owner]
+        # The same dead holder, but recorded on another machine: refused.
+        with one.transaction() as conn:
+            conn.execute("UPDATE hosts SET owner = ?, machine = ?", (gone, "elsewhere/boot"))
+        with pytest.raises(HostConflict):
+            HostLease(two, "h", max_sessions=5, lease_seconds=30).beat(force=True)
+
+
+def test_leases_are_compared_on_the_databases_clock_not_the_hosts(db) -> None:
+    """A host whose clock runs 30 s ahead (or behind) neither sees a live host as
+    expired nor makes its own lease look longer."""
+    from datetime import timedelta
+
+    def ahead() -> datetime:
+        return datetime.now(timezone.utc) + timedelta(seconds=30)
+
+    def behind() -> datetime:
+        return datetime.now(timezone.utc) - timedelta(seconds=30)
+
+    with _open(db) as sa, _open(db) as sb:
+        a = HostLease(sa, "host-a", max_sessions=5, lease_seconds=3, owner=host_owner("host-a"))
+        b = HostLease(
+            sb, "host-b", max_sessions=5, lease_seconds=3, owner="host-b/2/2", clock=ahead
+        )
+        a.beat(force=True)
+        b.beat(force=True)
+        sa.inbox.accept("webhook", [_event(7, 0)])
+        held = a.hosts.claim("host-a", a.owner, limit=5, lease_seconds=60, alive=lambda o: True)
+        assert len(held) == 1
+        sa.inbox.accept("webhook", [_event(7, 1)])
+        sa.inbox.done(held[0].seq, a.owner, "processed", "ok")
+        # B, 30 s ahead, sees A live: it takes nothing of A's.
+        assert (
+            b.hosts.claim("host-b", b.owner, limit=5, lease_seconds=60, alive=lambda o: True) == []
+        )
+        assert {h.name: h.live for h in b.hosts.list()} == {"host-a": True, "host-b": True}
+        # A host 30 s behind does not hold its lease 30 s longer than it beat for.
+        c = HostLease(
+            sb, "host-c", max_sessions=5, lease_seconds=2, owner="host-c/3/3", clock=behind
+        )
+        c.beat(force=True)
+        time.sleep(2.5)
+        assert {h.name: h.live for h in a.hosts.list()}["host-c"] is False
+
+
+def test_a_host_whose_lease_ran_out_keeps_its_items_for_the_margin(db) -> None:
+    """Another host takes the items only once the lease ran out more than the takeover
+    margin ago (the holder's fence stops it within the margin)."""
+    with _open(db) as sa, _open(db) as sb:
+        a = HostLease(
+            sa, "host-a", max_sessions=5, lease_seconds=1.0, owner="host-a/1/1", margin=2.0
+        )
+        b = HostLease(
+            sb, "host-b", max_sessions=5, lease_seconds=30, owner="host-b/2/2", margin=2.0
+        )
+        a.beat(force=True)
+        b.beat(force=True)
+        sa.inbox.accept("webhook", [_event(8, 0)])
+        assert a.hosts.claim("host-a", a.owner, limit=5, lease_seconds=60, alive=lambda o: True)
+        sa.inbox.accept("webhook", [_event(8, 1)])
+        time.sleep(1.5)  # A's lease ran out 0.5 s ago: inside the margin
+        assert (
+            b.hosts.claim("host-b", b.owner, limit=5, lease_seconds=60, alive=lambda o: True) == []
+        )
+        assert a.fence.refusal() is not None  # and A itself no longer pastes
+        time.sleep(2.0)  # past lease + margin
+        took = b.hosts.claim("host-b", b.owner, limit=5, lease_seconds=60, alive=lambda o: True)
+        assert [e.delivery_id for e in took] == ["comment:fleet:8:0"]
 
 
 def test_a_dead_hosts_items_move_with_their_events_and_the_revived_host_gets_nothing(db):
@@ -152,8 +242,12 @@ def test_a_dead_hosts_items_move_with_their_events_and_the_revived_host_gets_not
     items: placement moved (old host and reason, taken once), the claimed event
     delivered by B. A, revived, learns its lease lapsed and claims nothing of them."""
     with _open(db) as sa, _open(db) as sb:
-        a = HostLease(sa, "host-a", max_sessions=10, lease_seconds=1.5, owner="host-a/1/1")
-        b = HostLease(sb, "host-b", max_sessions=2, lease_seconds=30, owner="host-b/2/2")
+        a = HostLease(
+            sa, "host-a", max_sessions=10, lease_seconds=1.5, owner="host-a/1/1", margin=0.5
+        )
+        b = HostLease(
+            sb, "host-b", max_sessions=2, lease_seconds=30, owner="host-b/2/2", margin=0.5
+        )
         assert a.beat(force=True) is True  # first beat: nothing held before
         b.beat(force=True)
         sa.inbox.accept("webhook", [_event(1, 0), _event(1, 1), _event(2, 0)])
@@ -163,7 +257,7 @@ def test_a_dead_hosts_items_move_with_their_events_and_the_revived_host_gets_not
         assert (
             b.hosts.claim("host-b", b.owner, limit=10, lease_seconds=60, alive=lambda o: True) == []
         )
-        time.sleep(2.0)  # A's host lease runs out (its row leases still say 60 s)
+        time.sleep(2.5)  # A's host lease runs out, and the margin (its rows still say 60 s)
         b.beat(force=True)
         took = b.hosts.claim("host-b", b.owner, limit=10, lease_seconds=60, alive=lambda o: True)
         assert sorted(e.delivery_id for e in took) == ["comment:fleet:1:0", "comment:fleet:2:0"]
@@ -233,8 +327,12 @@ def test_a_moved_item_gets_a_fresh_conversation_noted_as_session_moved(db, tmp_p
     from loop_dispatch.model import WorkItemRef as Ref
 
     with _open(db) as sa, _open(db) as sb:
-        a = HostLease(sa, "host-a", max_sessions=5, lease_seconds=1.0, owner="host-a/1/1")
-        b = HostLease(sb, "host-b", max_sessions=5, lease_seconds=30, owner="host-b/2/2")
+        a = HostLease(
+            sa, "host-a", max_sessions=5, lease_seconds=1.0, owner="host-a/1/1", margin=0.3
+        )
+        b = HostLease(
+            sb, "host-b", max_sessions=5, lease_seconds=30, owner="host-b/2/2", margin=0.3
+        )
         a.beat(force=True)
         sa.inbox.accept("webhook", [_event(4, 0)])
         held = a.hosts.claim("host-a", a.owner, limit=5, lease_seconds=60, alive=lambda o: True)

@@ -146,9 +146,15 @@ def run_forever(
     fresh = stale_after(interval)
     ground = rt.ground()
     host = rt.host_name
+    lease = rt.host_lease()
+    if lease is not None:
+        lease.beat(force=True)  # a live worker under this host name: refused here, at once
     heartbeat.beat(
         rt.store, SERVICE, stale_after=fresh, started=started, detail={"mode": "daemon"}, host=host
     )
+    keeper = rt.start_fence_keeper(rt.lock_dir / DAEMON_LOCK)
+    if keeper is not None and lease is not None:
+        keeper.extend(lease.fence.deadline)
     drainer = _DrainThread(rt, stop, ground.check)
     drainer.thread.start()
     role = rt.store.role_lock("poller")  # one poller for a fleet; always ours on SQLite
@@ -199,6 +205,8 @@ def run_forever(
         stop.set()
         role.release()
         drainer.thread.join(drainer.drain.stop_grace + 15)
+        if keeper is not None:
+            keeper.close()
         if lost is None and max_cycles is not None and drainer.error is None:
             drainer.drain.run(until_idle=True)
         if lost is None and drainer.error is None:

@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from loop_dispatch.dispatcher import Dispatcher, Outcome
     from loop_dispatch.drain import Drain, Settlement
     from loop_dispatch.eventlog import EventLog
+    from loop_dispatch.fence import LeaseFence
+    from loop_dispatch.fencekeeper import FenceKeeper
     from loop_dispatch.launch import Launcher
     from loop_dispatch.pastegate import PasteGate
     from loop_dispatch.store import Store
@@ -307,6 +309,7 @@ class Runtime:
             cfg.effective_name(),
             max_sessions=cfg.max_sessions,
             lease_seconds=cfg.lease_seconds,
+            fence=self.fence,
         )
 
     def host_lease(self) -> Any:
@@ -327,11 +330,36 @@ class Runtime:
             )
 
     @cached_property
+    def fence(self) -> LeaseFence | None:
+        """On a fleet, this worker's own deadline for its host lease (fence.py): no paste
+        or spawn after it. None on the single-host SQLite store."""
+        if not self.fleet:
+            return None
+        from loop_dispatch.fence import LeaseFence
+
+        return LeaseFence(self.config.host.lease_seconds)
+
+    @cached_property
     def paste_gate(self) -> PasteGate:
-        """Shared by the dispatcher and the drain: a kill repeats at most one paste."""
+        """Shared by the dispatcher and the drain: a kill repeats at most one paste; on
+        a fleet it also refuses every paste and spawn once the host lease ran out."""
         from loop_dispatch.pastegate import PasteGate
 
-        return PasteGate()
+        return PasteGate(fence=self.fence)
+
+    def start_fence_keeper(self, lock: Path) -> FenceKeeper | None:
+        """On a fleet, the process that ends this host's agents when the lease runs out
+        even while this worker is frozen or cut off (fencekeeper.py). None otherwise."""
+        fence = self.fence
+        if fence is None:
+            return None
+        from loop_dispatch.fencekeeper import FenceKeeper
+
+        keeper = FenceKeeper.start(
+            socket_name=self.config.routing.tmux_socket, socket_path=None, lock=lock
+        )
+        fence.on_renewed(keeper.extend)
+        return keeper
 
     @cached_property
     def dispatcher(self) -> Dispatcher:

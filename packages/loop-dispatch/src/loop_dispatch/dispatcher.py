@@ -512,7 +512,12 @@ class Dispatcher:
         delivery_id: str,
     ) -> SpawnResult:
         """Spawn under a fresh token, recorded in the store before tmux is asked, naming
-        the event the harness starts with as its prompt."""
+        the event the harness starts with as its prompt. Nothing is spawned once this
+        host's lease ran out by its own clock (a transient failure: retried, or taken
+        over by the host that holds the item by then)."""
+        refusal = self.paste_gate.refusal() if self.paste_gate is not None else None
+        if refusal is not None:
+            return SpawnResult(outcome=SpawnOutcome.FAILED, error=refusal, answered=False)
         return self.relauncher.spawn(
             record,
             harness_argv,
@@ -664,6 +669,10 @@ class Dispatcher:
                 error="another paste is being recorded (paste gate busy); retried",
             )
         try:
+            # Checked as late as can be: a host whose lease ran out pastes nothing.
+            refusal = gate.refusal() if gate is not None else None
+            if refusal is not None:
+                return DeliverResult(ok=False, session_missing=False, error=refusal)
             result = self.tmux.deliver(name, text)
             if result.ok:
                 # A store that cannot record it now is retried by the attempt's settle.

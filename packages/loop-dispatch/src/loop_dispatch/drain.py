@@ -154,6 +154,7 @@ class Drain:
         self._wake = threading.Event()
         self._lock = threading.Lock()
         self._in_flight: set[int] = set()
+        self._epochs: dict[int, int] = {}  # claimed seq -> the fence epoch of its claim
         self._pruned = -PRUNE_EVERY_SECONDS  # a daemon prunes once as it starts
         self._report = DrainReport()
 
@@ -275,6 +276,14 @@ class Drain:
         free = self.concurrency - self._busy()
         if free <= 0:
             return []
+        epoch = None
+        if self.host is not None:
+            # Stamped before the claim: an attempt whose claim predates a lapse of the
+            # lease never pastes (its item may have moved meanwhile; see fence.py).
+            fence = self.host.fence
+            epoch = fence.epoch
+            if fence.refusal(epoch) is not None:
+                return []
         try:
             if self.host is not None:
                 claimed = self.host.hosts.claim(
@@ -293,6 +302,8 @@ class Drain:
             return []
         with self._lock:
             self._in_flight.update(e.seq for e in claimed)
+            if epoch is not None:
+                self._epochs.update((e.seq, epoch) for e in claimed)
         return claimed
 
     def _renew(self) -> None:
@@ -316,6 +327,7 @@ class Drain:
             finally:
                 with self._lock:
                     self._in_flight.discard(entry.seq)
+                    self._epochs.pop(entry.seq, None)
                 self._wake.set()
 
     # -- one event --------------------------------------------------------------------
@@ -370,7 +382,11 @@ class Drain:
             return
         if self.host is not None:
             self._take_move(entry.event)
-        with self.paste_gate.window():  # gates this attempt's pastes (see pastegate.py)
+        with self._lock:
+            epoch = self._epochs.get(entry.seq)
+        # Gates this attempt's pastes (see pastegate.py) and, on a fleet, fences them
+        # by the epoch of its claim.
+        with self.paste_gate.window(epoch):
             outcome = self._dispatch(entry.event)
             if outcome.kind is OutcomeKind.FAILED:
                 retry = self._fail(

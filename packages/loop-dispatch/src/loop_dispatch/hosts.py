@@ -18,11 +18,16 @@ from __future__ import annotations
 
 import builtins
 import os
+import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import lru_cache
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .errors import DispatchError
+from .fence import TAKEOVER_MARGIN_SECONDS, LeaseFence
 from .inbox import (
     _CLAIMABLE,
     _HEADS,
@@ -45,7 +50,9 @@ __all__ = [
     "HostLease",
     "Hosts",
     "Move",
+    "holder_gone",
     "host_owner",
+    "this_machine",
 ]
 
 HOSTS_NAMESPACE = "loop_dispatch_hosts"
@@ -87,10 +94,16 @@ HOSTS_MIGRATIONS = [
     );
     CREATE INDEX host_restarts_open ON host_restarts (host, id) WHERE done_at IS NULL;
     """,
+    # v3: the machine (hostname and boot id) a lease's holder runs on, so a worker
+    # restarted there can tell its dead predecessor from a live one.
+    """
+    ALTER TABLE hosts ADD COLUMN machine TEXT;
+    """,
 ]
 
 # Candidates: claimable queue heads this host may take (placed here, unplaced, or
-# placed on a host whose lease ran out), with their current placement.
+# placed on a host whose lease ran out more than the takeover margin ago), with their
+# current placement.
 _CANDIDATES = (
     _HEADS  # noqa: S608 (constant text; every value is a parameter)
     + "SELECT c.seq, c.work_item, p.host FROM ("
@@ -109,8 +122,48 @@ def host_owner(host: str, pid: int | None = None) -> str:
     return f"{host}/{pid}/{_proc_start(pid)}"
 
 
-class HostConflict(Exception):
+@lru_cache(maxsize=1)
+def this_machine() -> str:
+    """This machine as a lease records it: hostname and boot id (a reboot is another
+    machine: no pid of before it runs)."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        boot = ""
+    return f"{socket.gethostname()}/{boot}"
+
+
+def holder_gone(owner: str, machine: str | None) -> bool:
+    """True only when the lease's holder is a process of THIS machine (same boot) that
+    no longer runs: its pid is gone or now belongs to a process started later."""
+    if not machine or machine != this_machine() or machine.endswith("/"):
+        return False
+    parts = owner.rsplit("/", 2)
+    if len(parts) != 3 or not parts[1].isdigit():
+        return False
+    pid, start = int(parts[1]), parts[2]
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return bool(start) and _proc_start(pid) not in ("", start)
+
+
+class HostConflict(DispatchError):
     """Another live worker holds this host name (two workers, one name)."""
+
+
+def _db_now(conn: Any, store: Store, clock: Clock) -> datetime:
+    """The time leases are compared on: the database's own clock on PostgreSQL (one
+    clock for every host, so a host's wrong clock never moves a lease), this host's on
+    the single-host SQLite store."""
+    if store.backend == "postgresql":
+        value = conn.execute("SELECT clock_timestamp()").fetchone()[0]
+        if isinstance(value, datetime):
+            return value
+    return clock()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -152,9 +205,12 @@ def _locking(store: Store) -> str:
 class Hosts:
     """The hosts and placements tables of a Store."""
 
-    def __init__(self, store: Store, *, clock: Clock = _utcnow) -> None:
+    def __init__(
+        self, store: Store, *, clock: Clock = _utcnow, margin: float = TAKEOVER_MARGIN_SECONDS
+    ) -> None:
         self._store = store
         self._clock = clock
+        self.margin = margin
         # On a read-only store nothing is created: `version` below the migrations' count
         # says the tables are not there to read.
         self.version = store.ensure_schema(HOSTS_NAMESPACE, HOSTS_MIGRATIONS)
@@ -170,46 +226,68 @@ class Hosts:
         lease_seconds: float,
         sessions: int = 0,
     ) -> bool:
-        """Take or renew `name`'s lease. Returns True when the lease had lapsed (or was
-        taken by a previous worker) since this owner last held it: the caller must
-        then end its own agents for items no longer placed on it.
+        """Take or renew `name`'s lease, until the database's clock now plus
+        `lease_seconds`. Returns True when the lease had lapsed (or was taken by a
+        previous worker) since this owner last held it: the caller must then end its
+        own agents for items no longer placed on it.
 
-        Raises HostConflict while another live worker holds the name.
+        A previous worker's lease is taken over at once when that worker was a process
+        of this machine that is gone (kill -9, then a restart); otherwise only once it
+        ran out more than the takeover margin ago. Raises HostConflict while another
+        live worker holds the name.
         """
-        now = self._clock()
-        until = _iso(now + timedelta(seconds=lease_seconds))
+        machine = this_machine()
         with self._store.transaction() as conn:
+            now = _db_now(conn, self._store, self._clock)
             row = conn.execute(
-                "SELECT owner, lease_until FROM hosts WHERE name = ?", (name,)
+                "SELECT owner, lease_until, machine FROM hosts WHERE name = ?", (name,)
             ).fetchone()
-            if row is not None and row[0] != owner and row[1] > _iso(now):
+            if (
+                row is not None
+                and row[0] != owner
+                and row[1] > _iso(now - timedelta(seconds=self.margin))
+                and not holder_gone(row[0], row[2])
+            ):
                 raise HostConflict(
                     f"host name {name!r} is held by a live worker ({row[0]}); "
                     "give each host its own host.name"
                 )
             lapsed = row is None or row[0] != owner or row[1] <= _iso(now)
+            until = _iso(now + timedelta(seconds=lease_seconds))
             conn.execute(
                 "INSERT INTO hosts(name, owner, max_sessions, lease_seconds, sessions, "
-                "started_at, heartbeat_at, lease_until) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+                "started_at, heartbeat_at, lease_until, machine) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT(name) DO UPDATE SET owner = excluded.owner, "
                 "max_sessions = excluded.max_sessions, lease_seconds = excluded.lease_seconds, "
                 "sessions = excluded.sessions, heartbeat_at = excluded.heartbeat_at, "
-                "lease_until = excluded.lease_until, started_at = CASE WHEN hosts.owner = "
+                "lease_until = excluded.lease_until, machine = excluded.machine, "
+                "started_at = CASE WHEN hosts.owner = "
                 "excluded.owner THEN hosts.started_at ELSE excluded.started_at END",
-                (name, owner, max_sessions, lease_seconds, sessions, _iso(now), _iso(now), until),
+                (
+                    name,
+                    owner,
+                    max_sessions,
+                    lease_seconds,
+                    sessions,
+                    _iso(now),
+                    _iso(now),
+                    until,
+                    machine,
+                ),
             )
         return lapsed
 
     def leave(self, name: str, owner: str) -> None:
         """A clean stop: the lease ends now, so this host's items move on their next event."""
-        now = _iso(self._clock())
         with self._store.transaction() as conn:
+            now = _iso(_db_now(conn, self._store, self._clock))
             conn.execute(
                 "UPDATE hosts SET lease_until = ? WHERE name = ? AND owner = ?", (now, name, owner)
             )
 
     def list(self) -> list[HostInfo]:
-        now = _iso(self._clock())
+        now = _iso(self.now())
         rows = self._store.query(
             "SELECT h.name, h.owner, h.max_sessions, h.sessions, h.heartbeat_at, h.lease_until, "
             "(SELECT count(*) FROM placements p WHERE p.host = h.name) "
@@ -228,6 +306,14 @@ class Hosts:
             )
             for r in rows
         ]
+
+    def now(self) -> datetime:
+        """The time leases are compared on (the database's clock on PostgreSQL)."""
+        if self._store.backend == "postgresql":
+            value = self._store.query("SELECT clock_timestamp()")[0][0]
+            if isinstance(value, datetime):
+                return value
+        return self._clock()
 
     # -- placements -------------------------------------------------------------------
 
@@ -289,27 +375,29 @@ class Hosts:
         """
         if limit < 1:
             return []
-        now = self._clock()
-        nows = _iso(now)
         store = self._store
         # PostgreSQL: no writer lock; the row locks below keep hosts apart.
         kwargs = {"exclusive": False} if store.backend == "postgresql" else {}
         with store.database.transaction(**kwargs) as conn:
-            live = {
-                r[0]: int(r[1]) - int(r[2])
-                for r in conn.execute(
-                    "SELECT h.name, h.max_sessions, (SELECT count(*) FROM placements p "
-                    "WHERE p.host = h.name) FROM hosts h WHERE h.lease_until > ?",
-                    (nows,),
-                )
-            }
-            if host not in live:
+            now = _db_now(conn, store, self._clock)
+            nows = _iso(now)
+            # Held: live, or run out less than the margin ago (its holder may still be
+            # ending its agents): such a host's items and claims are left alone.
+            held_since = _iso(now - timedelta(seconds=self.margin))
+            hosts = conn.execute(
+                "SELECT h.name, h.owner, h.lease_until, h.max_sessions, (SELECT count(*) "
+                "FROM placements p WHERE p.host = h.name) FROM hosts h WHERE h.lease_until > ?",
+                (held_since,),
+            ).fetchall()
+            live = {r[0]: int(r[3]) - int(r[4]) for r in hosts if r[2] > nows}
+            held = {r[0] for r in hosts}
+            if host not in live or not any(r[0] == host and r[1] == owner for r in hosts):
                 return []
-            dead = self._dead_owners(conn, owner, set(live), alive)
+            dead = self._dead_owners(conn, owner, host, held, alive)
             marks = ", ".join("?" * len(dead)) or "NULL"
             sql = _CANDIDATES.replace("{owners}", marks)
             window = max(limit * 4, 32)
-            rows = conn.execute(sql, (nows, nows, *dead, host, nows, window)).fetchall()
+            rows = conn.execute(sql, (nows, nows, *dead, host, held_since, window)).fetchall()
             chosen, moves = self._choose(rows, host, live, limit)
             if not chosen:
                 return []
@@ -353,10 +441,11 @@ class Hosts:
 
     @staticmethod
     def _dead_owners(
-        conn: Any, owner: str, live: set[str], alive: Callable[[str], bool]
+        conn: Any, owner: str, host: str, held: set[str], alive: Callable[[str], bool]
     ) -> builtins.list[str]:
-        """Claim owners that are gone: a process of this machine that exited, or a
-        worker of a host whose lease ran out."""
+        """Claim owners that are gone: a process of this machine that exited, a worker
+        of a host whose lease ran out more than the margin ago, or an earlier worker
+        of this very host (this one holds the name now, so that one is dead)."""
         owners = [
             r[0]
             for r in conn.execute(
@@ -364,9 +453,12 @@ class Hosts:
                 "WHERE state = 'claimed' AND lease_owner IS NOT NULL"
             )
         ]
-        return [
-            o for o in owners if o != owner and (o.partition("/")[0] not in live or not alive(o))
-        ]
+        gone = []
+        for o in owners:
+            name = o.partition("/")[0]
+            if o != owner and (name == host or name not in held or not alive(o)):
+                gone.append(o)
+        return gone
 
     @staticmethod
     def _choose(
@@ -394,7 +486,9 @@ class Hosts:
 
 
 class HostLease:
-    """One worker's hold on its host name: beats every `lease_seconds / 3`."""
+    """One worker's hold on its host name: beats every `lease_seconds / 3`, and keeps
+    its own deadline (`fence`, see fence.py) so that it stops pasting when the lease
+    runs out by its own clock, whatever the database can still tell it."""
 
     def __init__(
         self,
@@ -406,21 +500,25 @@ class HostLease:
         owner: str | None = None,
         clock: Clock = _utcnow,
         sessions: Callable[[], int] | None = None,
+        fence: LeaseFence | None = None,
+        margin: float = TAKEOVER_MARGIN_SECONDS,
     ) -> None:
-        self.hosts = Hosts(store, clock=clock)
+        self.hosts = Hosts(store, clock=clock, margin=margin)
         self.name = name
         self.owner = owner or host_owner(name)
         self.max_sessions = max_sessions
         self.lease_seconds = lease_seconds
+        self.fence = fence or LeaseFence(lease_seconds)
         self._sessions = sessions
-        self._next = 0.0
+        self._next = float("-inf")
 
     def beat(self, *, force: bool = False) -> bool | None:
-        """Renew when due (or `force`); True when the lease had lapsed, None if not due."""
-        import time
+        """Renew when due (or `force`); True when the lease had lapsed, None if not due.
 
-        now = time.monotonic()
-        if not force and now < self._next:
+        The renewal's start on the fence's clock bounds from below when the database
+        set the new expiry, so the fence's deadline never outlasts the database's."""
+        started = self.fence.now()
+        if not force and started < self._next:
             return None
         count = self._sessions() if self._sessions is not None else 0
         lapsed = self.hosts.beat(
@@ -430,7 +528,10 @@ class HostLease:
             lease_seconds=self.lease_seconds,
             sessions=count,
         )
-        self._next = now + self.lease_seconds / 3
+        self.fence.renewed(started)
+        if lapsed:
+            self.fence.lapsed()
+        self._next = started + self.lease_seconds / 3
         return lapsed
 
 

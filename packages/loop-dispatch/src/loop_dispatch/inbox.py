@@ -78,8 +78,23 @@ _CLAIMABLE = (
 Clock = Callable[[], datetime]
 
 
+def _test_skew() -> timedelta:
+    """TEST ONLY: `THE_LOOP_TEST_CLOCK_SKEW` (seconds, may be negative) shifts this
+    process's wall clock as the inbox and hosts read it, to model a host whose clock is
+    wrong (tests-integration/test_fleet_fencing.py). Leases are compared on the
+    database's clock, so on a fleet it changes no lease; never set it in production."""
+    text = os.environ.get("THE_LOOP_TEST_CLOCK_SKEW", "")
+    try:
+        return timedelta(seconds=float(text)) if text else timedelta(0)
+    except ValueError:
+        return timedelta(0)
+
+
+_SKEW = _test_skew()
+
+
 def _utcnow() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(timezone.utc) + _SKEW
 
 
 def _iso(moment: datetime) -> str:
