@@ -155,7 +155,9 @@ class Keeper:
         while True:
             now = fence_clock()
             if now >= self.deadline:
-                self.end_agents()
+                _say(
+                    f"the host lease ran out by this host's clock: ended {self.end_agents()} agent(s)"
+                )
                 self.deadline = float("inf")
             elif now - self.refreshed >= REFRESH_SECONDS:
                 self.refresh()
@@ -186,8 +188,15 @@ class Keeper:
             if fence_clock() - self.refreshed >= REFRESH_SECONDS:
                 self.refresh()
         if self.worker_gone():
-            self.end_agents()
+            _say(f"the worker is gone and its lease ran out: ended {self.end_agents()} agent(s)")
         return 0
+
+
+def _say(text: str) -> None:
+    """One line on stderr (the worker's, inherited: its journal)."""
+    with contextlib.suppress(OSError):
+        sys.stderr.write(f"the-loop fence keeper (pid {os.getpid()}): {text}\n")
+        sys.stderr.flush()
 
 
 def _signal(pid: int, sig: signal.Signals) -> None:
