@@ -15,8 +15,8 @@ import pytest
 
 from loop_dispatch.dispatcher import Outcome, OutcomeKind
 from loop_dispatch.drain import Drain, RetryPolicy
-from loop_dispatch.eventlog import EventLog
 from loop_dispatch.errors import DispatchError
+from loop_dispatch.eventlog import EventLog
 from loop_dispatch.hosts import HostConflict, HostLease, Hosts, host_owner
 from loop_dispatch.model import Event, EventKind, WorkItemRef
 from loop_dispatch.pgcluster import Cluster

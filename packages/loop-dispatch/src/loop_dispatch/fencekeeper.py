@@ -155,9 +155,8 @@ class Keeper:
         while True:
             now = fence_clock()
             if now >= self.deadline:
-                _say(
-                    f"the host lease ran out by this host's clock: ended {self.end_agents()} agent(s)"
-                )
+                ended = self.end_agents()
+                _say(f"the host lease ran out by this host's clock: ended {ended} agent(s)")
                 self.deadline = float("inf")
             elif now - self.refreshed >= REFRESH_SECONDS:
                 self.refresh()
