@@ -5,6 +5,13 @@ same tables), then every table's rows are copied in one transaction, keeping the
 keys (`seq` of the inbox, of tracker activity) so arrival order and references hold;
 identity sequences are moved past the copied keys. The target must hold no rows yet:
 merging two histories is refused, never guessed.
+
+`copy_store` runs inside one write transaction of the source as well (on SQLite, its
+write lock), so nothing is accepted into the source between the copy and its check:
+a receiver still running meanwhile cannot commit (it answers 503 and the sender
+redelivers), and `verify_copy` then finds every row of the source in the target.
+A database that holds another application's tables is refused before anything is
+created in it (`foreign_tables`).
 """
 
 from __future__ import annotations
@@ -12,9 +19,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from .errors import StoreError
+from .postgres_db import PostgresDatabase
 from .store import CORE_NAMESPACE, Store
 
-__all__ = ["copy_store"]
+__all__ = ["copy_store", "foreign_tables", "verify_copy"]
 
 _SKIP = {"schema_versions", "sqlite_sequence"}
 
@@ -45,8 +53,21 @@ def copy_store(
 
     `namespaces`: the migrations of the other packages' namespaces (name -> scripts),
     applied to the target before the copy. A namespace in the source that is not given
-    is refused (its tables could not be created the same way).
+    is refused (its tables could not be created the same way). The source's write
+    transaction is held from the first read to the check after the target's commit;
+    raises StoreError when the check finds anything of the source missing.
     """
+    with source.transaction():
+        copied = _copy(source, target, namespaces)
+        problems = verify_copy(source, target)
+    if problems:
+        raise StoreError(target.path, "the copy is incomplete: " + "; ".join(problems))
+    return copied
+
+
+def _copy(
+    source: Store, target: Store, namespaces: Mapping[str, Sequence[str]] | None
+) -> dict[str, int]:
     given = dict(namespaces or {})
     for row in source.query("SELECT namespace, version FROM schema_versions"):
         name, version = row[0], int(row[1])
@@ -98,3 +119,41 @@ def _advance_identities(conn: object, tables: list[str]) -> None:
             conn.execute(  # type: ignore[attr-defined]
                 f"SELECT setval(pg_get_serial_sequence(?, ?), {nxt}, false)", (table, column)
             )
+
+
+def foreign_tables(url: str, password: str | None) -> list[str]:
+    """The tables of the database at `url` when they are not the-loop's (it has tables
+    but no `schema_versions`): another application's, never to be written into.
+    Nothing is created there to find out. Raises StoreError when it cannot connect."""
+    db = PostgresDatabase.open(url, password=password, migrate=lambda _db: None)
+    try:
+        tables = [
+            r[0]
+            for r in db.query(
+                "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() ORDER BY 1"
+            )
+        ]
+    finally:
+        db.close()
+    return [] if not tables or "schema_versions" in tables else tables
+
+
+def verify_copy(source: Store, target: Store) -> list[str]:
+    """What of the source the target lacks (one line per table): every table's row
+    count, and every inbox row by its key and delivery id. [] when the copy is whole."""
+    problems = []
+    target_tables = set(_tables(target))
+    for table in _tables(source):
+        if table not in target_tables:
+            problems.append(f"table {table} is missing from the target")
+            continue
+        count = f'SELECT count(*) FROM "{table}"'  # noqa: S608 (a table name we listed)
+        have, want = target.query(count)[0][0], source.query(count)[0][0]
+        if int(have) != int(want):
+            problems.append(f"table {table}: {want} row(s) in the source, {have} in the target")
+    if "inbox" in target_tables:
+        sql = "SELECT seq, delivery_id FROM inbox"
+        missing = {tuple(r) for r in source.query(sql)} - {tuple(r) for r in target.query(sql)}
+        if missing:
+            problems.append(f"inbox: {len(missing)} accepted event(s) are not in the target")
+    return problems

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 import click
 
-from ..errors import UsageError
+from ..errors import OperationalError, UsageError
 from ._common import echo_json, runtime
+
+if TYPE_CHECKING:
+    from loop_dispatch.store import Store
 
 
 @click.group()
@@ -27,10 +31,12 @@ def store() -> None:
 def migrate(ctx: click.Context, url: str, password_env: str | None, fmt: str) -> None:
     """Copy this state directory's SQLite store into a new PostgreSQL database.
 
-    Stop the daemons first. The target must be empty; the source is left as it was.
+    Stop the daemons first (refused while one runs). The target must be empty; the
+    source is left as it was, and the copy is checked against it before this exits 0.
     Then set store.url (and store.passwordEnv) in the config of every host.
     """
-    from loop_dispatch.copy import copy_store
+    from loop_dispatch.copy import copy_store, foreign_tables
+    from loop_dispatch.postgres_db import redact_url
     from loop_dispatch.store import Store, is_postgresql_url
 
     from ..heartbeat import MIGRATIONS as HEARTBEAT_MIGRATIONS
@@ -51,17 +57,29 @@ def migrate(ctx: click.Context, url: str, password_env: str | None, fmt: str) ->
     password = os.environ.get(name) if name else None
     if name and not password:
         raise UsageError(f"{name} (the password variable) is not set")
+    foreign = foreign_tables(url, password)
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
+        raise UsageError(
+            f"{redact_url(url)} holds another application's tables ({shown}); "
+            "migrate only into a new, empty database"
+        )
+    _refuse_live_daemons(rt.store)
     target = Store.open(url=url, password=password)
     try:
-        copied = copy_store(
-            rt.store,
-            target,
-            {
-                TRACKER_NAMESPACE: TRACKER_MIGRATIONS,
-                WEBHOOK_NAMESPACE: WEBHOOK_MIGRATIONS,
-                HEARTBEAT_NAMESPACE: HEARTBEAT_MIGRATIONS,
-            },
-        )
+        # The source's write lock is held from here to the check after the copy: a
+        # daemon that starts meanwhile cannot commit anything the copy would miss.
+        with rt.store.transaction():
+            _refuse_live_daemons(rt.store)
+            copied = copy_store(
+                rt.store,
+                target,
+                {
+                    TRACKER_NAMESPACE: TRACKER_MIGRATIONS,
+                    WEBHOOK_NAMESPACE: WEBHOOK_MIGRATIONS,
+                    HEARTBEAT_NAMESPACE: HEARTBEAT_MIGRATIONS,
+                },
+            )
     finally:
         target.close()
     if fmt == "json":
@@ -70,3 +88,21 @@ def migrate(ctx: click.Context, url: str, password_env: str | None, fmt: str) ->
     total = sum(copied.values())
     click.echo(f"copied {total} rows in {len(copied)} tables from {rt.store.path} to {target.path}")
     click.echo("next: set store.url (and store.passwordEnv) in every host's config")
+
+
+def _refuse_live_daemons(store: Store) -> None:
+    """A daemon still running on the source would accept (and acknowledge) events the
+    copy never sees: refused, naming each one."""
+    from ..heartbeat import read_all
+
+    live = [
+        f"{hb.service} (host {host}, pid {hb.pid})"
+        for host, services in read_all(store).items()
+        for hb in services.values()
+        if hb.state == "running" and hb.running()
+    ]
+    if live:
+        raise OperationalError(
+            f"daemons still run on this state store: {', '.join(live)}; stop them "
+            "first (what they accept during a copy would not reach the new database)"
+        )
