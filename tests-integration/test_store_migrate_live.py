@@ -91,7 +91,7 @@ def test_migrate_into_another_applications_database_is_refused_in_one_line(
     url = pg_cluster.create_database()
     with psycopg.connect(url, password=pg_cluster.password, autocommit=True) as conn:
         conn.execute("CREATE TABLE customers (id int PRIMARY KEY, name text)")
-        conn.execute("CREATE TABLE events (id int PRIMARY KEY, what text)")
+        conn.execute("CREATE TABLE sessions (id int PRIMARY KEY, who text)")
     done = rig.cli(
         "store", "migrate", "--to", url, "--password-env", "MIGRATE_PG_PASSWORD", check=False
     )
@@ -99,8 +99,8 @@ def test_migrate_into_another_applications_database_is_refused_in_one_line(
     print(f"migrate into another application's database: exit {done.returncode}: {lines}")
     assert done.returncode == 2, done.stdout + done.stderr
     assert len(lines) == 1, lines
-    assert re.search(r"another application's tables \(customers, events\)", lines[0]), lines
+    assert re.search(r"another application's tables \(customers, sessions\)", lines[0]), lines
     with psycopg.connect(url, password=pg_cluster.password) as conn:
         rows = conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
         tables = {r[0] for r in rows}
-    assert tables == {"customers", "events"}  # nothing of the-loop's was created there
+    assert tables == {"customers", "sessions"}  # nothing of the-loop's was created there

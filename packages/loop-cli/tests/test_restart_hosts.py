@@ -74,8 +74,17 @@ def test_all_hosts_reports_each_host_answered_failed_expired_or_silent(
     with Store.open(url=url, password=cluster.password) as store:
         for name in ("host-a", "host-b", "host-d"):
             Hosts(store).beat(name, f"{name}/1/1", max_sessions=4, lease_seconds=60)
-        long_ago = Hosts(store, clock=lambda: now - timedelta(hours=1))
-        long_ago.beat("host-c", "host-c/1/1", max_sessions=4, lease_seconds=30)
+        # host-c's lease ran out an hour ago (leases live on the database's clock: a
+        # host's own clock cannot make one look old, so the row is aged by hand).
+        Hosts(store).beat("host-c", "host-c/1/1", max_sessions=4, lease_seconds=30)
+        with store.transaction() as conn:
+            conn.execute(
+                "UPDATE hosts SET lease_until = ?, heartbeat_at = ? WHERE name = 'host-c'",
+                (
+                    (now - timedelta(minutes=59)).isoformat(timespec="microseconds"),
+                    (now - timedelta(hours=1)).isoformat(timespec="microseconds"),
+                ),
+            )
     ctl = config("ctl")
     unknown = invoke(ctl, "sessions", "restart", "--host", "nope")
     assert unknown.exit_code == 2

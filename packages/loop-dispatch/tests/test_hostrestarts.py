@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from loop_dispatch.hostrestarts import RestartRequests, summary
-from loop_dispatch.hosts import HOSTS_NAMESPACE
+from loop_dispatch.hosts import HOSTS_MIGRATIONS, HOSTS_NAMESPACE
 from loop_dispatch.store import Store
 
 
@@ -28,7 +28,7 @@ def test_requests_are_taken_by_their_own_host_once_and_finished_with_counts(
         ("host-b", "pending", True, False),
     ]
     assert made[0].id != made[1].id
-    assert store.schema_version(HOSTS_NAMESPACE) == 2
+    assert store.schema_version(HOSTS_NAMESPACE) == len(HOSTS_MIGRATIONS)
     assert requests.take("host-c", "host-c/1/1") == []
     taken = requests.take("host-a", "host-a/1/1")
     assert [r.id for r in taken] == [made[0].id]

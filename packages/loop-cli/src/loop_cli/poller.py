@@ -234,7 +234,8 @@ def _wait_serving(rt: Runtime, stop: threading.Event, interval: float) -> None:
     deadline = time.monotonic() + interval
     step = max(0.5, rt.config.host.lease_seconds / 3)
     while not stop.is_set():
-        serve_restart_requests(rt)
+        if rt.fence is None or rt.fence.refusal() is None:  # not while fenced out
+            serve_restart_requests(rt)
         left = deadline - time.monotonic()
         if left <= 0:
             return
