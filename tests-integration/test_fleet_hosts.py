@@ -5,8 +5,8 @@ tmux server and its own fake-harness record, sharing one database (a private clu
 Comments arrive through the CLI (the local tracker's ingress: the inbox commit). Then
 host A's daemon is killed with SIGKILL mid-stream: after its lease, its items move to
 host B (`session.moved` for each), every comment is delivered (0 lost), per-item order
-holds; A, started again, ends its stale agents (`session.stale_ended`) and delivers
-nothing more into them.
+holds; A's own fence keeper ended A's agents when its lease ran out; A, started again,
+clears its stale sessions (`session.stale_ended`) and delivers nothing more into them.
 """
 
 from __future__ import annotations
@@ -94,7 +94,9 @@ def test_a_killed_host_moves_its_items_with_nothing_lost_and_ends_its_stale_agen
         # A comes back: its lease lapsed, its items are gone; it ends its stale agents.
         tmux_a = Tmux(socket_name=tmux_socket, config_file="/dev/null")
         names = {ref: _tmux_name(b, ref) for ref in on_a}
-        assert any(tmux_a.probe(n) is Presence.LIVE for n in names.values())
+        # A's fence keeper ended its agents when A's lease ran out (before B could take
+        # the items); the panes stay, dead, with their scrollback.
+        assert all(tmux_a.probe(n) is Presence.DEAD for n in names.values())
         before_a = a.marker_counts()
         pa.start()
         assert wait_for(

@@ -147,8 +147,10 @@ def run_forever(
     ground = rt.ground()
     host = rt.host_name
     lease = rt.host_lease()
-    if lease is not None:
-        lease.beat(force=True)  # a live worker under this host name: refused here, at once
+    # A live worker under this host name: refused here, at once. A lease that had
+    # lapsed meanwhile: this host's agents of items that moved are ended first.
+    if lease is not None and lease.beat(force=True):
+        _end_stale_agents(rt)
     heartbeat.beat(
         rt.store, SERVICE, stale_after=fresh, started=started, detail={"mode": "daemon"}, host=host
     )
@@ -222,6 +224,16 @@ def run_forever(
     if drainer.error is not None:
         raise drainer.error
     return cycles
+
+
+def _end_stale_agents(rt: Runtime) -> None:
+    try:
+        rt.end_stale_agents()
+    except Exception as exc:  # the drain's next lapse notice tries again
+        error = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+        rt.event_log.emit(
+            "poll.error", level="error", source="poller", detail={"error": error, "during": "start"}
+        )
 
 
 def _wait_serving(rt: Runtime, stop: threading.Event, interval: float) -> None:
