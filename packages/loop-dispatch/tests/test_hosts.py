@@ -203,6 +203,15 @@ def test_leases_are_compared_on_the_databases_clock_not_the_hosts(db) -> None:
             b.hosts.claim("host-b", b.owner, limit=5, lease_seconds=60, alive=lambda o: True) == []
         )
         assert {h.name: h.live for h in b.hosts.list()} == {"host-a": True, "host-b": True}
+        # A's claims, renewed by a drain whose clock runs 2 minutes behind, stay held
+        # (renewed on the database's clock): nobody claims the item's head again.
+        held = a.hosts.claim("host-a", a.owner, limit=5, lease_seconds=60, alive=lambda o: True)
+        assert [e.delivery_id for e in held] == ["comment:fleet:7:1"]
+        late = Hosts(sa, clock=lambda: datetime.now(timezone.utc) - timedelta(seconds=120))
+        assert late.renew(a.owner, [held[0].seq], 60) == 1
+        assert (
+            a.hosts.claim("host-a", a.owner, limit=5, lease_seconds=60, alive=lambda o: True) == []
+        )
         # A host 30 s behind does not hold its lease 30 s longer than it beat for.
         c = HostLease(
             sb, "host-c", max_sessions=5, lease_seconds=2, owner="host-c/3/3", clock=behind

@@ -310,7 +310,10 @@ class Drain:
         with self._lock:
             seqs = sorted(self._in_flight)
         with contextlib.suppress(Exception):
-            self.inbox.renew(self.owner, seqs, self.lease_seconds)
+            if self.host is not None:  # a fleet: on the database's clock, as claimed
+                self.host.hosts.renew(self.owner, seqs, self.lease_seconds)
+            else:
+                self.inbox.renew(self.owner, seqs, self.lease_seconds)
 
     def _worker(self, work: queue.Queue[InboxEntry | None], stop: threading.Event) -> None:
         while True:

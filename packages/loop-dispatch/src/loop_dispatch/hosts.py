@@ -439,6 +439,23 @@ class Hosts:
             ).fetchall()
         return [_entry(r) for r in claimed]
 
+    def renew(self, owner: str, seqs: Sequence[int], lease_seconds: float) -> int:
+        """Extend the claims `owner` still holds, on the database's clock (as `claim`
+        set them); returns how many it still holds."""
+        if not seqs:
+            return 0
+        with self._store.transaction() as conn:
+            until = _iso(_db_now(conn, self._store, self._clock) + timedelta(seconds=lease_seconds))
+            held = 0
+            for seq in seqs:
+                cur = conn.execute(
+                    "UPDATE inbox SET lease_until = ? WHERE seq = ? AND state = 'claimed' "
+                    "AND lease_owner = ?",
+                    (until, seq, owner),
+                )
+                held += max(cur.rowcount, 0)
+        return held
+
     @staticmethod
     def _dead_owners(
         conn: Any, owner: str, host: str, held: set[str], alive: Callable[[str], bool]
