@@ -97,7 +97,8 @@ class Daemon:
                 raise AssertionError(f"gh-webhook did not start: {self.log()}")
             self.url = found
         else:
-            if not wait_for(lambda: "poll cycle at" in self.out.read_text(), timeout=timeout):
+            # An idle cycle is logged at debug only: the rig's poller runs at that level.
+            if not wait_for(lambda: " poll.cycle " in self.err.read_text(), timeout=timeout):
                 self.stop()
                 raise AssertionError(f"poll start did not start: {self.log()}")
 
@@ -232,7 +233,7 @@ class Rig:
         return done
 
     def poller(self) -> Daemon:
-        daemon = Daemon(self, "poller", ["poll", "start"])
+        daemon = Daemon(self, "poller", ["poll", "start", "--log-level", "debug"])
         self.daemons.append(daemon)
         return daemon
 
