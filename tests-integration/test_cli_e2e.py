@@ -168,7 +168,7 @@ def test_poll_start_daemon_delivers_and_stops_cleanly_on_sigterm(loop: Loop) -> 
         )
     finally:
         daemon.send_signal(signal.SIGTERM)
-        out, err = daemon.communicate(timeout=30)
+        _out, err = daemon.communicate(timeout=30)
     assert daemon.returncode == 0, err
     assert "stopped after" in err  # the daemon's log is on stderr
     assert "Traceback" not in err

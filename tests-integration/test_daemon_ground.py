@@ -162,7 +162,8 @@ def test_webhook_logs_json_lines(tmp_path: Path, tmux_socket: str) -> None:
         assert hook.stop() == 0
     records = [json.loads(x) for x in hook.err.read_text().splitlines() if x.strip()]
     rejected = [r for r in records if r.get("type") == "webhook.rejected"]
-    assert rejected and rejected[0]["detail"]["status"] == 401
+    assert rejected
+    assert rejected[0]["detail"]["status"] == 401
     messages = [r.get("message", "") for r in records]
     assert any(m.startswith("gh-webhook listening on http://127.0.0.1:") for m in messages)
     assert messages[-1] == "gh-webhook stopped"

@@ -92,7 +92,9 @@ def test_poll_start_logs_decisions_not_idle_cycles(run_cli, fast_config):
 
 def test_poll_start_debug_and_json(run_cli, fast_config):
     run_cli("item", "open", "Log me as JSON")
-    result = run_cli("poll", "start", "--cycles", "2", "--log-level", "debug", "--log-format", "json")
+    result = run_cli(
+        "poll", "start", "--cycles", "2", "--log-level", "debug", "--log-format", "json"
+    )
     assert result.exit_code == 0, result.output
     records = [json.loads(line) for line in result.output.splitlines() if line.startswith("{")]
     assert len(records) == len(result.output.splitlines())  # every line is one object
