@@ -63,11 +63,12 @@ def collect_status(rt: Runtime, now: datetime | None = None) -> dict[str, Any]:
     services = [_service_row(name, enabled[name], beats.get(name), now) for name in SERVICES]
     if store_error is not None:
         for row in services:
-            row["state"] = "unknown (store unreadable)"
+            row["state"] = "unknown: the store cannot be read"
     poll_hb = beats.get("poller")
     fleet = read_fleet(rt.tmux)
-    checks = [c for c in map(health.service_check, services) if c is not None]
-    if enabled["poller"] or poll_hb is not None:
+    # Heartbeats live in the store: while it cannot be read, its own check says so.
+    checks = [] if store_error else [c for c in map(health.service_check, services) if c]
+    if store_error is None and (enabled["poller"] or poll_hb is not None):
         checks.append(
             health.cycles_check(
                 poll_hb.detail if poll_hb else None, bool(poll_hb and poll_hb.running(now))
@@ -302,6 +303,8 @@ def render_text(status: dict[str, Any]) -> str:
         mark = (
             ("running" if svc["state"] == "running" else f"running ({svc['state']})")
             if svc["running"]
+            else svc["state"]
+            if svc["state"].startswith("unknown")
             else f"NOT RUNNING ({svc['state']})"
         )
         extra = f" pid {svc['pid']}, last beat {svc['ageSeconds']}s ago" if svc["pid"] else ""
