@@ -449,8 +449,13 @@ def test_sigint_in_the_survival_window_records_and_summarises(deployment: Deploy
         for ref in refs:
             assert len(dep.wait_starts(convo[ref], 2, timeout=30)) == 2, ref
         assert proc.poll() is None, "the restart should still be in its survival window"
+        signalled = time.monotonic()
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=20)  # well inside the 30 s window
+        print(
+            f"\nsessions restart --all: exit {proc.returncode} "
+            f"{time.monotonic() - signalled:.2f}s after SIGINT (survival window 30 s)"
+        )
     finally:
         if proc.poll() is None:
             proc.kill()
