@@ -97,9 +97,15 @@ class Daemon:
                 raise AssertionError(f"gh-webhook did not start: {self.log()}")
             self.url = found
         else:
-            if not wait_for(lambda: "poll cycle at" in self.out.read_text(), timeout=timeout):
+            # A cycle is logged at debug only when idle (or a fleet host's standby): the
+            # rig's poller runs at that level.
+            if not wait_for(self._cycled, timeout=timeout):
                 self.stop()
                 raise AssertionError(f"poll start did not start: {self.log()}")
+
+    def _cycled(self) -> bool:
+        log = self.err.read_text()
+        return " poll.cycle " in log or " poll cycle at " in log
 
     def _listening(self) -> str:
         if self.proc is not None and self.proc.poll() is not None:
@@ -232,7 +238,7 @@ class Rig:
         return done
 
     def poller(self) -> Daemon:
-        daemon = Daemon(self, "poller", ["poll", "start"])
+        daemon = Daemon(self, "poller", ["poll", "start", "--log-level", "debug"])
         self.daemons.append(daemon)
         return daemon
 

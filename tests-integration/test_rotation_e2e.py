@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -408,3 +409,122 @@ def test_no_value_on_any_tmux_argv(deployment: Deployment, tmp_path: Path) -> No
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
         assert dep.new not in cmdline
         assert "fake_harness.py" in cmdline
+
+
+# -- Ctrl-C and SIGTERM leave a record (issue 21, point 11) ------------------------------
+
+
+def _restart_process(dep: Deployment) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [*the_loop_argv(), "--config", str(dep.config), "sessions", "restart", "--all"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dep.env,
+        cwd=dep.root,
+    )
+
+
+def _events(dep: Deployment, type_: str) -> list[dict]:
+    lines = [json.loads(line) for line in dep.event_log_text().splitlines() if line.strip()]
+    return [e for e in lines if e["type"] == type_]
+
+
+def test_sigint_in_the_survival_window_records_and_summarises(deployment: Deployment) -> None:
+    """A real SIGINT to a real `sessions restart --all` while its relaunched harnesses are
+    in their (slow, 30 s) survival window: every session was relaunched, each gets its
+    `session.env_restart` (unverified) and its row, a partial summary is printed, the
+    run is recorded as interrupted, and the exit code is 130."""
+    dep = deployment
+    refs = dep.open_and_start(4)
+    convo = {ref: dep.sessions()[ref]["conversationId"] for ref in refs}
+    cfg = json.loads(dep.config.read_text())
+    cfg["harness"]["survivalSeconds"] = 30  # a harness slow to prove it is up
+    dep.config.write_text(json.dumps(cfg))
+    dep.write_env(dep.new)
+
+    proc = _restart_process(dep)
+    try:
+        # Every harness has started again (resumed) under the new file: mid-window now.
+        for ref in refs:
+            assert len(dep.wait_starts(convo[ref], 2, timeout=30)) == 2, ref
+        assert proc.poll() is None, "the restart should still be in its survival window"
+        signalled = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=20)  # well inside the 30 s window
+        print(
+            f"\nsessions restart --all: exit {proc.returncode} "
+            f"{time.monotonic() - signalled:.2f}s after SIGINT (survival window 30 s)"
+        )
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    dep.outputs += [out, err]
+
+    assert proc.returncode == 130, (out, err)
+    assert "Aborted!" not in err
+    assert "Traceback" not in err
+    assert "summary: 4 unverified" in out
+    assert out.count("interrupted (SIGINT) before its survival check") == 4
+    assert "interrupted by SIGINT: summary above is partial" in err
+    restarts = _events(dep, "session.env_restart")
+    assert sorted(e["workItem"] for e in restarts) == sorted(refs)
+    assert {e["detail"]["outcome"] for e in restarts} == {"unverified"}
+    (stopped,) = _events(dep, "command.interrupted")
+    assert stopped["detail"] == {
+        "command": "sessions restart",
+        "signal": "SIGINT",
+        "counts": {"unverified": 4},
+    }
+    assert all(row["presence"] == "live" for row in dep.sessions().values())
+    assert_no_value(dep)
+
+
+def test_sigterm_while_waiting_for_a_busy_item_touches_nothing(deployment: Deployment) -> None:
+    """SIGTERM while the restart waits for an item another process holds: no session is
+    relaunched, every row says so, no session record is written, exit 143."""
+    import fcntl
+
+    from loop_dispatch import WorkItemRef
+    from loop_dispatch.lock import lock_path
+
+    dep = deployment
+    refs = dep.open_and_start(3)
+    pids = {ref: row["pids"] for ref, row in dep.sessions().items()}
+    dep.write_env(dep.new)
+    locks = dep.root / "state" / "locks"
+    first = lock_path(locks, WorkItemRef.parse(refs[0]))
+    with open(lock_path(locks, WorkItemRef.parse(refs[1])), "a+") as held:
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)  # a dispatch of item 2 "runs"
+        proc = _restart_process(dep)
+        try:
+
+            def restart_holds_first() -> bool:
+                with open(first, "a+") as probe:
+                    try:
+                        fcntl.flock(probe.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    except BlockingIOError:
+                        return True
+                    fcntl.flock(probe.fileno(), fcntl.LOCK_UN)
+                    return False
+
+            deadline = time.monotonic() + 30
+            while not restart_holds_first() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert restart_holds_first(), "the restart never took item 1's lock"
+            proc.send_signal(signal.SIGTERM)
+            out, err = proc.communicate(timeout=20)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    dep.outputs += [out, err]
+
+    assert proc.returncode == 143, (out, err)
+    assert "summary: 3 interrupted" in out
+    assert "interrupted by SIGTERM" in err
+    assert _events(dep, "session.env_restart") == []
+    (stopped,) = _events(dep, "command.interrupted")
+    assert stopped["detail"]["counts"] == {"interrupted": 3}
+    assert {ref: row["pids"] for ref, row in dep.sessions().items()} == pids  # untouched

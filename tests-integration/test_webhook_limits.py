@@ -211,7 +211,10 @@ def test_half_open_connections_never_stop_signed_deliveries(tmp_path: Path) -> N
         r.stop()
     log = r.stderr_path.read_text()
     assert "Traceback" not in log
-    assert len(log.splitlines()) < 20, log
+    # One log line per accepted delivery is the receiver's log doing its job; the
+    # half-open connections themselves must not flood it (one line per cause a minute).
+    noise = [line for line in log.splitlines() if " webhook.received " not in line]
+    assert len(noise) < 20, log
 
 
 def test_json_nested_200000_deep_is_a_400_not_a_500(receiver) -> None:

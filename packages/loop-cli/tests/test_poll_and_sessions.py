@@ -504,3 +504,67 @@ def test_sessions_stop_that_cannot_close_says_so(run_cli, loop_config, isolated,
     assert "stopped" not in result.stdout
     rows = json.loads(run_cli("sessions", "list", "--format", "json").output)
     assert rows[0]["status"] == "active"
+
+
+def test_poll_once_says_what_failed_and_exits_1(run_cli, write_config, tmux_socket):
+    """Issue 21 point 3: a spawn that fails for a missing folder is one line with its
+    reason and error, and a definite failure is exit 1 (cron mail says so)."""
+    write_config({"routing": {"tmuxSocket": tmux_socket}, "harness": {"cwd": "/no/such/dir"}})
+    ref = run_cli("item", "open", "Folder gone").output.strip()
+    result = run_cli("poll", "--once")
+    assert result.exit_code == 1, result.output
+    lines = [line for line in result.output.splitlines() if line.startswith("failed:")]
+    assert len(lines) == 1, result.output
+    assert f"{ref} opened:local:1: spawn_failed (definite, attempt 1;" in lines[0]
+    assert "working directory /no/such/dir does not exist" in lines[0]
+    assert "1 to retry" in result.output
+    assert "1 event(s) failed definitively" in result.output
+
+
+def test_poll_once_counts_events_not_tries(run_cli, write_config, tmux_socket, isolated):
+    """While one item's harness starts (its survival window), another item's event fails
+    fast and, with a short backoff, is tried again in the same run until given up: that
+    is ONE event given up, not "2 to retry, 1 gave up"; each try has its own line."""
+    (isolated / "work").mkdir(exist_ok=True)
+    write_config(
+        {
+            "routing": {"tmuxSocket": tmux_socket},
+            "harness": {
+                "cwd": str(isolated / "work"),
+                "cwdByProject": {"broken": "/no/such/dir"},
+                "survivalSeconds": 2,
+            },
+            "delivery": {"backoffSeconds": 0.01, "maxBackoffSeconds": 0.01, "maxAttempts": 3},
+        }
+    )
+    good = run_cli("item", "open", "Fine").output.strip()
+    bad = run_cli("item", "open", "Folder gone", "--project", "broken").output.strip()
+    result = run_cli("poll", "--once")
+    assert result.exit_code == 1, result.output
+    assert "1 processed, 0 to retry" in result.output
+    assert "1 gave up" in result.output
+    tried = [line for line in result.output.splitlines() if bad in line]
+    assert [line.split(":")[0] for line in tried] == ["failed", "failed", "GAVE UP"]
+    assert "re-arm with `the-loop inbox retry" in tried[-1]
+    assert not [line for line in result.output.splitlines() if good in line]  # succeeded
+
+
+def test_poll_once_transient_failure_stays_exit_0(run_cli, write_config, tmux_socket, isolated):
+    """A transient failure (the item's lock held by another process) is said, but only a
+    definite failure or a give-up fails the run: the inbox retries it."""
+    from loop_dispatch.lock import item_lock
+
+    (isolated / "work").mkdir(exist_ok=True)
+    write_config(
+        {
+            "routing": {"tmuxSocket": tmux_socket, "dispatchTimeoutSeconds": 0.2},
+            "harness": {"cwd": str(isolated / "work")},
+        }
+    )
+    ref = run_cli("item", "open", "later").output.strip()
+    with item_lock(isolated / "state" / "locks", WorkItemRef.parse(ref)):
+        result = run_cli("poll", "--once")
+    assert result.exit_code == 0, result.output
+    (line,) = [line for line in result.output.splitlines() if line.startswith("failed:")]
+    assert f"{ref} opened:local:1: item_locked (transient;" in line
+    assert "1 to retry" in result.output

@@ -498,3 +498,67 @@ def test_a_dry_run_sees_a_launcher_whose_interpreter_is_gone(tmp_path, env_file,
     dry = restart_sessions(select(True, []), env_file, deps, dry_run=True)
     assert [r.outcome for r in dry] == [Outcome.FAILED]
     assert "names an interpreter that is gone" in dry[0].detail, dry[0].detail
+
+
+# -- a stop signal mid-run (issue 21, point 11) ------------------------------------------
+
+
+def test_a_signal_in_the_survival_window_leaves_rows_and_records(tmp_path, env_file):
+    """SIGINT while the relaunched harnesses are in their survival window: every
+    session was relaunched, so each gets its row (unverified) and its record."""
+    import signal
+
+    from loop_cli.interrupts import Interrupted
+
+    records = [record(n, tmp_path) for n in (1, 2, 3)]
+    tmux = FakeTmux(next_env=dict(NEW))
+    for rec in records:
+        tmux.start(rec.tmux_name, dict(OLD))
+
+    def interrupted_window(names, delay=1.0):
+        raise Interrupted(signal.SIGINT)  # what the command's handler raises
+
+    tmux.survivors = interrupted_window
+    deps, events = make(tmp_path, records, tmux)
+
+    with pytest.raises(Interrupted) as stop:
+        restart_sessions(select(True, []), env_file, deps)
+
+    rows = stop.value.partial
+    assert stop.value.exit_code == 130
+    assert {r.outcome for r in rows} == {Outcome.UNVERIFIED}
+    assert all("interrupted (SIGINT) before its survival check" in r.detail for r in rows)
+    assert [e["work_item"] for e in events.records] == [str(r.work_item) for r in records]
+    assert {e["detail"]["outcome"] for e in events.records} == {"unverified"}
+    assert all(e["detail"]["stale_names"] == ["API_TOKEN"] for e in events.records)
+
+
+def test_a_signal_before_the_relaunch_touches_nothing(tmp_path, env_file):
+    """SIGTERM while waiting for an item's lock: the sessions are left as they were,
+    rows say `interrupted`, and no session record is written for them."""
+    import signal
+
+    from loop_cli.interrupts import Interrupted
+
+    first, second = record(1, tmp_path), record(2, tmp_path)
+    tmux = FakeTmux(next_env=dict(NEW))
+    for rec in (first, second):
+        tmux.start(rec.tmux_name, dict(OLD))
+
+    @contextmanager
+    def lock(ref):
+        if ref == second.work_item:
+            raise Interrupted(signal.SIGTERM)
+        yield
+
+    deps, events = make(tmp_path, [first, second], tmux, lock=lock)
+    with pytest.raises(Interrupted) as stop:
+        restart_sessions(select(True, []), env_file, deps)
+
+    assert stop.value.exit_code == 143
+    assert outcomes(stop.value.partial) == {
+        "local:proj#1": "interrupted",
+        "local:proj#2": "interrupted",
+    }
+    assert tmux.respawned == []
+    assert events.records == []

@@ -24,6 +24,15 @@ STATUS = {
     ],
     "sessions": {"registered": 6, "live": 6, "dead": 0, "absent": 0, "unknown": 0},
     "lastPollCycle": None,
+    "health": [
+        {"check": "poller", "state": "ok", "reason": "running, pid 42", "remedy": ""},
+        {
+            "check": "webhook",
+            "state": "failing",
+            "reason": "webhook not running: heartbeat stale: last beat 99s ago (pid 7)",
+            "remedy": "restart it (its systemd unit) and read its log",
+        },
+    ],
     "sessionEnvironment": {
         "line": "sessions: 2 of 6 running with a stale environment"
         " - run: the-loop sessions restart --all",
@@ -74,7 +83,10 @@ def test_blocks_carry_services_sessions_and_the_drift_line():
     payload = render_status_blocks(STATUS)
     text = json.dumps(payload)
     assert payload["blocks"][0]["type"] == "header"
-    assert "NOT running" in payload["blocks"][0]["text"]["text"]
+    assert payload["blocks"][0]["text"]["text"] == "the-loop: NOT OK: webhook"
+    assert "heartbeat stale: last beat 99s ago" in text  # the reason...
+    assert "restart it (its systemd unit)" in text  # ...and the remedy
+    assert "webhook not running" in payload["text"]  # the fallback says it too
     assert "webhook: *NOT RUNNING* (stale)" in text
     assert "2 of 6 running with a stale environment" in text
     assert "2 of 6 running with a stale environment" in payload["text"]

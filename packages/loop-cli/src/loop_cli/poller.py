@@ -19,8 +19,9 @@ from . import heartbeat
 
 if TYPE_CHECKING:
     from loop_dispatch import CycleReport
-    from loop_dispatch.drain import DrainReport
+    from loop_dispatch.drain import DrainReport, Settlement
 
+    from .attempts import Attempts
     from .runtime import Runtime
 
 SERVICE = "poller"
@@ -64,18 +65,29 @@ def run_cycle(rt: Runtime) -> CycleReport:
     return run_poll_cycle(rt.store, rt.source(), rt.event_log)
 
 
-def drain_once(rt: Runtime) -> DrainReport:
+def drain_once(
+    rt: Runtime,
+    *,
+    stop: threading.Event | None = None,
+    on_settled: Callable[[Settlement], None] | None = None,
+) -> DrainReport:
     """Dispatch everything due now, once (`poll --once`). A pane that could not start
     the harness (env file gone, program missing) would use up its event, so such a run
-    dispatches nothing and raises ConfigError instead."""
+    dispatches nothing and raises ConfigError instead. `stop`: no new attempt after it
+    is set (a signal); `on_settled` hears every attempt's end."""
     rt.check_launch()
-    return rt.drain().run(until_idle=True)
+    return rt.drain(on_settled=on_settled).run(stop, until_idle=True)
 
 
 def cycle_summary(
-    report: CycleReport | None, drained: DrainReport | None = None, error: str | None = None
+    report: CycleReport | None,
+    drained: DrainReport | None = None,
+    error: str | None = None,
+    *,
+    attempts: Attempts | None = None,
 ) -> dict[str, Any]:
-    """What the heartbeat keeps of a cycle (status shows it as "last poll")."""
+    """What the heartbeat keeps of a cycle (status shows it as "last poll"). With
+    `attempts`, the drain's counts are of events (by their last attempt), not tries."""
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
     if report is None:
         return {"at": now, "result": "error", "error": error}
@@ -88,7 +100,17 @@ def cycle_summary(
         counts = drained.as_dict()
         counts.pop("errors", None)
         summary.update(counts)
+    if attempts is not None:
+        summary.update({k: 0 for k in ("rearmed",) if k not in summary})
+        summary.update(attempts.counts())
     return summary
+
+
+def failed_in_a_row(previous: int, summary: dict[str, Any] | None) -> int:
+    """Failed cycles in a row after this one (status's `poll-cycles` health check)."""
+    from .health import failed_cycle
+
+    return previous + 1 if failed_cycle(summary) else 0
 
 
 def record_once(rt: Runtime, summary: dict[str, Any]) -> None:
@@ -96,13 +118,18 @@ def record_once(rt: Runtime, summary: dict[str, Any]) -> None:
     current = heartbeat.read(rt.store, SERVICE, rt.host_name)
     if current is not None and current.state == "running" and current.running():
         return
+    before = int(current.detail.get("failedCycles") or 0) if current is not None else 0
     now = datetime.now(timezone.utc)
     heartbeat.beat(
         rt.store,
         SERVICE,
         stale_after=stale_after(rt.config.polling.interval_seconds),
         started=now,
-        detail={"lastCycle": summary, "mode": "once"},
+        detail={
+            "lastCycle": summary,
+            "mode": "once",
+            "failedCycles": failed_in_a_row(before, summary),
+        },
         state="once",
         host=rt.host_name,
     )
@@ -161,6 +188,7 @@ def run_forever(
     drainer.thread.start()
     role = rt.store.role_lock("poller")  # one poller for a fleet; always ours on SQLite
     cycles = 0
+    failed = 0  # cycles in a row that raised or could not read the source
     summary: dict[str, Any] | None = None
     lost: str | None = None
     try:
@@ -190,12 +218,18 @@ def run_forever(
                     "poll.error", level="error", source="poller", detail={"error": error}
                 )
             cycles += 1
+            failed = failed_in_a_row(failed, summary)
             heartbeat.beat(
                 rt.store,
                 SERVICE,
                 stale_after=fresh,
                 started=started,
-                detail={"mode": "daemon", "lastCycle": summary, "inbox": _inbox(rt)},
+                detail={
+                    "mode": "daemon",
+                    "lastCycle": summary,
+                    "failedCycles": failed,
+                    "inbox": _inbox(rt),
+                },
                 host=host,
             )
             if on_cycle is not None:

@@ -46,18 +46,46 @@ def _section(text: str) -> dict[str, Any]:
     return {"type": "section", "text": {"type": "mrkdwn", "text": text}}
 
 
+def _failing(status: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    checks = status.get("health")
+    if not isinstance(checks, list):
+        return []
+    return [c for c in checks if isinstance(c, Mapping) and c.get("state") != "ok"]
+
+
+def _health_text(failing: list[Mapping[str, Any]]) -> str:
+    lines = []
+    for c in failing:
+        lines.append(f"• *{c.get('check')}*: {c.get('reason', '')}")
+        if c.get("remedy"):
+            lines.append(f"    remedy: {c['remedy']}")
+    return "\n".join(lines)
+
+
 def render_status_blocks(status: Mapping[str, Any]) -> dict[str, Any]:
     """A Block Kit message (`text` fallback plus `blocks`) for one status dict."""
     ok = bool(status.get("ok"))
-    headline = "the-loop: all services running" if ok else "the-loop: a service is NOT running"
+    failing = _failing(status)
+    if ok:
+        headline = "the-loop: ok, work is flowing"
+    elif failing:
+        headline = "the-loop: NOT OK: " + ", ".join(str(c.get("check")) for c in failing)
+    else:
+        headline = "the-loop: NOT OK"
     services = "\n".join(_service_line(s) for s in status.get("services", [])) or "• none"
     blocks: list[dict[str, Any]] = [
         {"type": "header", "text": {"type": "plain_text", "text": headline[:150]}},
+    ]
+    if failing:
+        blocks.append(_section(f"*Health*\n{_health_text(failing)}"))
+    blocks += [
         _section(f"*Services*\n{services}"),
         _section(f"*Sessions*\n{_sessions_line(status.get('sessions', {}))}"),
     ]
     env = status.get("sessionEnvironment")
     fallback = headline
+    if failing:
+        fallback += ". " + "; ".join(str(c.get("reason", "")) for c in failing)
     if isinstance(env, Mapping) and env.get("line"):
         blocks.append(_section(f":warning: {env['line']}"))
         fallback += f". {env['line']}"

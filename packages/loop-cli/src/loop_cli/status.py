@@ -1,13 +1,17 @@
 """`the-loop status` as data: services, the last poll cycle, sessions, paths.
 
 `collect_status` returns a plain dict (JSON-ready, camelCase keys) and never prints;
-`render_text` turns it into lines. The env-rotation drift block never changes `ok` or
-fails the status. Status only reads: before any daemon or command has created the
-state store it reports "no state yet" instead of creating one.
+`render_text` turns it into lines. `ok` is true only when every health check is
+(health.py: daemons beat, recent poll cycles succeed, inbox events make progress, the
+store and tmux answer); a store that cannot be read is a failing check, not a crash.
+The env-rotation drift block never changes `ok` or fails the status. Status only
+reads: before any daemon or command has created the state store it reports "no state
+yet" instead of creating one.
 """
 
 from __future__ import annotations
 
+import contextlib
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -25,8 +29,14 @@ SERVICES = ("poller", "webhook")
 ENV_BLOCK = "sessionEnvironment"
 
 
+def _one_line(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+
+
 def collect_status(rt: Runtime, now: datetime | None = None) -> dict[str, Any]:
-    """Everything status reports. `ok` is True iff every enabled service runs."""
+    """Everything status reports. `ok` is True iff every health check is ok."""
+    from . import health
+    from .errors import LoopError
     from .rotation.drift import status_block
 
     now = now or datetime.now(timezone.utc)
@@ -34,11 +44,43 @@ def collect_status(rt: Runtime, now: datetime | None = None) -> dict[str, Any]:
     enabled = {"poller": cfg.services.poller, "webhook": cfg.services.webhook}
     # A fleet's hosts each beat their own rows: the services here are this host's.
     host = rt.host_name if rt.fleet else None
-    beats = {n: heartbeat.read(rt.store, n, host) for n in SERVICES} if rt.has_state else {}
+    beats: dict[str, heartbeat.Heartbeat | None] = {}
+    records: list[SessionRecord] = []
+    quarantined: list[Any] = []
+    inbox: dict[str, Any] | None = None
+    oldest = None
+    store_error = None
+    if rt.has_state:
+        try:
+            beats = {n: heartbeat.read(rt.store, n, host) for n in SERVICES}
+            records, quarantined = rt.store.registry.scan()
+            inbox = rt.store.inbox.summary()
+            oldest = rt.store.inbox.oldest_open()
+        except LoopError:
+            raise  # a config refusal (store.passwordEnv unset) stays exit 2
+        except Exception as exc:  # unreachable, locked, deleted: a failing check
+            store_error = _one_line(exc)
     services = [_service_row(name, enabled[name], beats.get(name), now) for name in SERVICES]
+    if store_error is not None:
+        for row in services:
+            row["state"] = "unknown: the store cannot be read"
     poll_hb = beats.get("poller")
-    records, quarantined = rt.store.registry.scan() if rt.has_state else ([], [])
     fleet = read_fleet(rt.tmux)
+    # Heartbeats live in the store: while it cannot be read, its own check says so.
+    checks = [] if store_error else [c for c in map(health.service_check, services) if c]
+    if store_error is None and (enabled["poller"] or poll_hb is not None):
+        checks.append(
+            health.cycles_check(
+                poll_hb.detail if poll_hb else None, bool(poll_hb and poll_hb.running(now))
+            )
+        )
+    if inbox is not None:
+        waiting = inbox["pending"] + inbox["inFlight"]
+        checks.append(health.inbox_check(oldest, waiting, cfg.polling.interval_seconds, now))
+    if rt.has_state:
+        backend = "postgresql" if cfg.store.url else "sqlite"
+        checks.append(health.store_check(store_error, backend))
+    checks.append(health.tmux_check(fleet.error, cfg.routing.tmux_socket))
     status: dict[str, Any] = {
         "version": rt.version,
         "config": {
@@ -54,12 +96,14 @@ def collect_status(rt: Runtime, now: datetime | None = None) -> dict[str, Any]:
         "services": services,
         "lastPollCycle": (poll_hb.detail.get("lastCycle") if poll_hb else None),
         "sessions": session_counts(records, fleet),
-        "inbox": rt.store.inbox.summary() if rt.has_state else None,
+        "inbox": inbox,
         "quarantined": [q.line() for q in quarantined],
-        "ok": all(s["running"] for s in services if s["enabled"]),
+        "health": checks,
+        "ok": all(c["state"] == "ok" for c in checks),
     }
-    if rt.fleet and rt.has_state:
-        status["hosts"] = hosts_block(rt, now)
+    if rt.fleet and rt.has_state and store_error is None:
+        with contextlib.suppress(Exception):  # the store check above already says why
+            status["hosts"] = hosts_block(rt, now)
     reader = _environ_once()  # drift and exposure both read every pane's environment
     block = status_block(cfg, [r for r in records if r.active], fleet, reader=reader)
     if block is not None:
@@ -259,12 +303,16 @@ def render_text(status: dict[str, Any]) -> str:
         mark = (
             ("running" if svc["state"] == "running" else f"running ({svc['state']})")
             if svc["running"]
+            else svc["state"]
+            if svc["state"].startswith("unknown")
             else f"NOT RUNNING ({svc['state']})"
         )
         extra = f" pid {svc['pid']}, last beat {svc['ageSeconds']}s ago" if svc["pid"] else ""
         lines.append(f"{svc['name']}:{' ' * (10 - len(svc['name']))}{mark}{extra}")
     cycle = status.get("lastPollCycle")
-    if cycle:
+    if cycle and cycle.get("result") == "error":
+        lines.append(f"last poll: {cycle.get('at', '?')} FAILED: {cycle.get('error')}")
+    elif cycle:
         lines.append(
             f"last poll: {cycle.get('at', '?')} {cycle.get('result', '')}: "
             f"{cycle.get('new', 0)} new"
@@ -303,9 +351,27 @@ def render_text(status: dict[str, Any]) -> str:
             lines.append(block["line"])
         elif block.get("error"):
             lines.append(f"env file:  drift not checked: {block['error']}")
+    lines.extend(health_lines(status.get("health", [])))
     from .terminal import printable
 
     return printable("\n".join(lines), lines=True)
+
+
+def failing(checks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [c for c in checks if c.get("state") != "ok"]
+
+
+def health_lines(checks: list[dict[str, Any]]) -> list[str]:
+    """`health: ok`, or one NOT OK line per failing check with its reason and remedy."""
+    bad = failing(checks)
+    if not bad:
+        return ["health:    ok (" + ", ".join(c["check"] for c in checks) + ")"]
+    lines = [f"health:    NOT OK: {len(bad)} of {len(checks)} check(s) failing"]
+    for c in bad:
+        lines.append(f"  {c['check']}: {c['reason']}")
+        if c.get("remedy"):
+            lines.append(f"    remedy: {c['remedy']}")
+    return lines
 
 
 def inbox_line(summary: dict[str, Any]) -> str | None:

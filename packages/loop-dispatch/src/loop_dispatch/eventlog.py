@@ -5,6 +5,11 @@ one `write()` on an O_APPEND descriptor, so records from several processes never
 interleave. Rotation is by size, done under an fcntl lock on a side file so two
 processes never rotate the same file twice. Bodies, environment values and tokens never
 enter the log: detail keys that could carry them are stripped before writing.
+
+Each record is also handed to the `logging` logger `loop.events` at its own level
+(`extra={"loop_event": record}`), so a daemon that configures logging has one line per
+decision on its own output without a log call at every site. The library adds only a
+NullHandler: a process that configures nothing prints nothing.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import fcntl
 import fnmatch
 import json
+import logging
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -22,9 +28,13 @@ from typing import Any, BinaryIO
 
 from .model import WorkItemRef
 
-__all__ = ["EVENT_TYPES", "LEVELS", "EventLog", "Record", "redact_detail"]
+__all__ = ["EVENT_TYPES", "LEVELS", "LOGGER_NAME", "EventLog", "Record", "redact_detail"]
 
-LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40}
+LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40}  # logging's own numbers
+
+LOGGER_NAME = "loop.events"
+_logger = logging.getLogger(LOGGER_NAME)
+_logger.addHandler(logging.NullHandler())
 
 # Every type this package emits (documented in docs/events.md).
 EVENT_TYPES = frozenset(
@@ -183,6 +193,7 @@ class EventLog:
                 os.close(fd)
             if size >= self.max_bytes:
                 self._rotate()
+        _log(record)
         return record
 
     def _rotate(self) -> None:
@@ -413,6 +424,16 @@ class EventLog:
 
 
 Matcher = Callable[[Record], bool]
+
+
+def _log(record: Record) -> None:
+    """Hand the (already redacted) record to `loop.events`; never raises: a broken
+    handler must not be why a delivery fails."""
+    level = LEVELS[record["level"]]
+    if not _logger.isEnabledFor(level):
+        return
+    with suppress(Exception):
+        _logger.log(level, "%s", record["type"], extra={"loop_event": record})
 
 
 def _newer_than(inode: int | None, files: list[tuple[int, bytes]]) -> list[bytes]:

@@ -725,6 +725,24 @@ class Inbox:
             "oldestPendingSeconds": None if age is None else round(age, 1),
         }
 
+    def oldest_open(self) -> tuple[InboxEntry, datetime] | None:
+        """The open (pending or claimed) row waiting longest since it was armed (accepted,
+        or re-armed by `retry`/`rearm`), with that moment: how long delivery has made no
+        progress on it (`status` health). None when nothing is open."""
+        rows = self._store.query(
+            _SELECT.replace(" FROM inbox", ", COALESCE(armed_at, received_at) FROM inbox")
+            + " WHERE state IN ('pending', 'claimed') "
+            "ORDER BY COALESCE(armed_at, received_at), seq LIMIT 1"
+        )
+        if not rows:
+            return None
+        entry = _entry(rows[0][:-1])
+        try:
+            armed = _time(rows[0][-1]) or entry.received_at
+        except (TypeError, ValueError):  # a damaged row: its received time stands
+            armed = entry.received_at
+        return entry, armed
+
     def next_due(self) -> datetime | None:
         """When the earliest pending row falls due (the drain sleeps until then)."""
         rows = self._store.query("SELECT min(due_at) FROM inbox WHERE state = 'pending'")

@@ -93,8 +93,10 @@ def run_poll_cycle(store: Store, source: Source, events: EventLog) -> CycleRepor
         conn.execute(UPSERT_CURSOR, (source.name, batch.cursor, utcnow_iso()))
     report.new = len(accepted)
     report.baselined = len(batch.baseline)
+    idle = not report.new and not report.baselined and not report.errors
     events.emit(
         "poll.cycle",
+        level="debug" if idle else "info",  # an idle cycle is no news in a daemon's log
         source=SOURCE,
         detail={"source": source.name, "new": report.new, "baselined": report.baselined}
         | {"errors": len(report.errors)},

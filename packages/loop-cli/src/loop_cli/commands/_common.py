@@ -66,3 +66,23 @@ def table(rows: list[list[str]], headers: list[str]) -> str:
     for row in rows:
         lines.append("  ".join(c.ljust(widths[i]) for i, c in enumerate(row)).rstrip())
     return "\n".join(lines)
+
+
+def log_options(command: Any) -> Any:
+    """`--log-level` and `--log-format` of a daemon (`poll start`, `gh-webhook start`)."""
+    from ..daemonlog import FORMATS, LEVELS
+
+    command = click.option(
+        "--log-format",
+        type=click.Choice(FORMATS),
+        default="text",
+        show_default=True,
+        help="json: one object per line (journald, a log collector).",
+    )(command)
+    return click.option(
+        "--log-level",
+        type=click.Choice(LEVELS, case_sensitive=False),
+        default="info",
+        show_default=True,
+        help="debug also shows idle poll cycles.",
+    )(command)

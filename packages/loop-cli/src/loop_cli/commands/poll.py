@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import signal
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ..errors import OperationalError
-from ._common import runtime
+from ._common import log_options, runtime
+
+if TYPE_CHECKING:
+    from ..attempts import Attempts
+    from ..interrupts import Interrupt
+    from ..runtime import Runtime
 
 
 def _line(summary: dict[str, Any]) -> str:
@@ -33,9 +38,11 @@ def _line(summary: dict[str, Any]) -> str:
 def poll(ctx: click.Context, once: bool) -> None:
     """Run the poller: `poll start` (foreground) or `poll --once`.
 
-    --once reads the source into the inbox, then dispatches everything due now once;
-    it exits 1 when the source reported errors or an event was given up, else 0.
-    Events that failed transiently stay in the inbox for the next run.
+    --once reads the source into the inbox, then dispatches everything due now once,
+    printing one line per attempt that did not simply succeed. It exits 1 when the
+    source reported errors, or an event failed definitively or was given up, else 0.
+    Events that failed transiently stay in the inbox for the next run. SIGINT/SIGTERM:
+    the attempts under way finish, the rest wait for the next run (exit 130/143).
     """
     if ctx.invoked_subcommand is not None:
         if once:
@@ -44,21 +51,56 @@ def poll(ctx: click.Context, once: bool) -> None:
     if not once:
         click.echo(ctx.get_help())
         ctx.exit(2)
-    from ..poller import cycle_summary, drain_once, record_once, run_cycle
+    from ..interrupts import trapped
 
     rt = runtime(ctx)
     rt.check_launch()
+    with trapped() as stop:
+        _once(ctx, rt, stop)
+
+
+def _once(ctx: click.Context, rt: Runtime, stop: Interrupt) -> None:
+    from ..attempts import Attempts
+    from ..poller import cycle_summary, drain_once, record_once, run_cycle
+
     report = run_cycle(rt)
-    drained = drain_once(rt)
-    summary = cycle_summary(report, drained)
+    attempts = Attempts()
+    drained = None
+    if not stop.requested:
+        drained = drain_once(rt, stop=stop.event, on_settled=attempts.add)
+    summary = cycle_summary(report, drained, attempts=attempts)
+    if stop.requested:
+        summary["interrupted"] = stop.name
     record_once(rt, summary)
+    for line in attempts.lines():
+        click.echo(line)
     click.echo(_line(summary))
     for error in report.errors:
         click.echo(f"source error: {error}", err=True)
-    if report.errors or drained.gave_up:
+    if stop.requested:
+        _interrupted(ctx, rt, stop, summary, attempts)
+    definite, gave_up = attempts.definite(), attempts.gave_up()
+    if report.errors or definite or gave_up:
         raise OperationalError(
-            f"poll cycle had {len(report.errors)} source error(s), {drained.gave_up} give-up(s)"
+            f"poll cycle had {len(report.errors)} source error(s), {gave_up} give-up(s)"
+            + (f", {definite} event(s) failed definitively" if definite else "")
         )
+
+
+def _interrupted(
+    ctx: click.Context, rt: Runtime, stop: Interrupt, summary: dict[str, Any], attempts: Attempts
+) -> None:
+    """Record and say how far an interrupted `--once` got, then exit 130/143."""
+    from ..interrupts import record_interrupted
+
+    counts = {k: summary.get(k, 0) for k in ("new", *attempts.COUNTS)}
+    record_interrupted(rt.event_log, "poll --once", stop.name, counts)
+    click.echo(
+        f"interrupted by {stop.name}: the attempts under way finished; what is still due "
+        "waits in the inbox for the next run",
+        err=True,
+    )
+    ctx.exit(stop.exit_code)
 
 
 @poll.command("start")
@@ -69,33 +111,45 @@ def poll(ctx: click.Context, once: bool) -> None:
     hidden=True,
     help="Stop after N cycles (tests).",
 )
+@log_options
 @click.pass_context
-def start(ctx: click.Context, cycles: int | None) -> None:
+def start(ctx: click.Context, cycles: int | None, log_level: str, log_format: str) -> None:
     """Poll in the foreground at polling.intervalSeconds and dispatch the inbox, until
-    SIGTERM or SIGINT (then within about 2 s plus one tmux timeout)."""
+    SIGTERM or SIGINT (then within about 2 s plus one tmux timeout).
+
+    Logs one line per decision (spawn, delivery, respawn, failure and its reason,
+    give-up) to stderr; an idle cycle only at --log-level debug."""
     from loop_dispatch.drain import GroundLost
 
+    from ..daemonlog import configured, daemon_logger
     from ..poller import daemon_lock, run_forever
 
     rt = runtime(ctx)
     rt.source()  # refuse at once (exit 2) on a source that cannot be built
     rt.check_launch()
-    with daemon_lock(rt):  # refuse (exit 1) while another poller runs on this state dir
+    log = daemon_logger()
+    with configured(log_level, log_format), daemon_lock(rt):  # one poller per state dir
         stop = threading.Event()
 
         def on_signal(signum: int, _frame: object) -> None:
             stop.set()
 
+        def on_cycle(summary: dict[str, Any]) -> None:
+            if summary.get("result") == "standby":  # errors are logged as poll.error
+                log.debug(_line(summary))
+
         previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
-        click.echo(
-            f"the-loop poller: every {rt.config.polling.interval_seconds:g}s, tracker "
-            f"{rt.config.tracker}, state {rt.state_dir}"
+        log.info(
+            "the-loop poller: every %gs, tracker %s, state %s",
+            rt.config.polling.interval_seconds,
+            rt.config.tracker,
+            rt.state_dir,
         )
         try:
-            n = run_forever(rt, stop, on_cycle=lambda s: click.echo(_line(s)), max_cycles=cycles)
+            n = run_forever(rt, stop, on_cycle=on_cycle, max_cycles=cycles)
         except GroundLost as exc:
             raise OperationalError(f"the-loop poller: stopping: {exc}") from None
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
-    click.echo(f"the-loop poller: stopped after {n} cycle(s)")
+        log.info("the-loop poller: stopped after %d cycle(s)", n)

@@ -17,10 +17,15 @@ if TYPE_CHECKING:
     from ..rotation.restart import Row
 
 
-def _summary(rows: list[Row]) -> str:
+def _counts(rows: list[Row]) -> dict[str, int]:
     counts: dict[str, int] = {}
     for row in rows:
         counts[row.outcome.value] = counts.get(row.outcome.value, 0) + 1
+    return counts
+
+
+def _summary(rows: list[Row]) -> str:
+    counts = _counts(rows)
     return ", ".join(f"{n} {outcome}" for outcome, n in counts.items()) or "no sessions"
 
 
@@ -172,10 +177,31 @@ def restart(
             "the valid names are used",
             err=True,
         )
-    rows = restart_sessions(selection, env, rt.restart_deps(), dry_run=dry_run, force=force)
-    code = exit_code(rows)
+    from ..interrupts import Interrupted, record_interrupted, trapped
+
+    stopped: Interrupted | None = None
+    with trapped(raise_first=True):  # Ctrl-C / SIGTERM: the rows so far, recorded
+        try:
+            rows = restart_sessions(selection, env, rt.restart_deps(), dry_run=dry_run, force=force)
+        except Interrupted as stop:
+            stopped, rows = stop, list(stop.partial or [])
+    code = exit_code(rows) if stopped is None else stopped.exit_code
     if fmt == "json":
-        echo_json(as_json(rows, env, dry_run, force, code))
+        data = as_json(rows, env, dry_run, force, code)
+        if stopped is not None:
+            data["interrupted"] = str(stopped)
+        echo_json(data)
     else:
         click.echo(render_text(rows, env, dry_run))
+    if stopped is not None:
+        counts = _counts(rows)
+        if not dry_run:
+            record_interrupted(rt.event_log, "sessions restart", str(stopped), counts)
+        click.echo(
+            f"interrupted by {stopped}: summary above is partial "
+            f"({sum(counts.values())} session(s) selected"
+            + (f", {counts['interrupted']} not relaunched" if counts.get("interrupted") else "")
+            + ")",
+            err=True,
+        )
     ctx.exit(code)

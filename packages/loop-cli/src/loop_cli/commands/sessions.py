@@ -126,12 +126,30 @@ def reset(ctx: click.Context, refs: tuple[str, ...], all_: bool, dry_run: bool) 
     if not plans:
         click.echo("no sessions registered; nothing to reset")
         return
-    for plan in plans:
-        if dry_run:
+    if dry_run:
+        for plan in plans:
             click.echo(f"would reset {plan.ref} ({plan.presence}): {'; '.join(plan.actions())}")
-        else:
+        return
+    from ..interrupts import record_interrupted, trapped
+
+    done = 0
+    with trapped() as stop:  # Ctrl-C / SIGTERM: the item under way finishes, then stop
+        for plan in plans:
+            if stop.requested:
+                break
             row = apply_reset(rt, plan)
+            done += 1
             click.echo(f"reset {row['ref']}: {', '.join(row['done']) or 'nothing to do'}")
+    if stop.requested:
+        left = [str(p.ref) for p in plans[done:]]
+        counts = {"reset": done, "not_reset": len(left)}
+        record_interrupted(rt.event_log, "sessions reset", stop.name, counts)
+        click.echo(
+            f"interrupted by {stop.name}: reset {done} of {len(plans)}; not reset: "
+            + printable(", ".join(left) or "none"),
+            err=True,
+        )
+        ctx.exit(stop.exit_code)
 
 
 @sessions.command("attach")

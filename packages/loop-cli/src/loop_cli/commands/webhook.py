@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ..errors import OperationalError, UsageError
-from ._common import runtime
+from ._common import log_options, runtime
 
 if TYPE_CHECKING:
     from loop_dispatch import Event
@@ -130,7 +130,7 @@ def _no_worker_warning(store: Any) -> str | None:
     if any(h.live for h in Hosts(store).list()):
         return None
     return (
-        "gh-webhook: warning: no live host worker on this fleet's store; accepted events "
+        "gh-webhook: no live host worker on this fleet's store; accepted events "
         "wait in the shared inbox until a host runs `the-loop poll start`"
     )
 
@@ -183,6 +183,7 @@ def gh_webhook() -> None:
     is_flag=True,
     help="Accept unsigned deliveries (loopback host only; for local testing).",
 )
+@log_options
 @click.pass_context
 def start(
     ctx: click.Context,
@@ -190,8 +191,26 @@ def start(
     host: str | None,
     port: int | None,
     insecure_no_signature: bool,
+    log_level: str,
+    log_format: str,
 ) -> None:
-    """Receive GitHub deliveries until SIGTERM/SIGINT (foreground, systemd-friendly)."""
+    """Receive GitHub deliveries until SIGTERM/SIGINT (foreground, systemd-friendly).
+
+    Logs one line per decision (accepted, rejected; with --route the drain's spawns,
+    deliveries and failures) to stderr."""
+    from ..daemonlog import configured
+
+    with configured(log_level, log_format):
+        _start(ctx, route, host, port, insecure_no_signature)
+
+
+def _start(
+    ctx: click.Context, route: bool, host: str | None, port: int | None, insecure: bool
+) -> None:
+    from ..daemonlog import daemon_logger
+
+    log = daemon_logger()
+    insecure_no_signature = insecure
     rt = runtime(ctx)
     cfg = rt.config
     host = host or cfg.webhook.host
@@ -221,7 +240,7 @@ def start(
         accept = InboxAccept(store)
         warning = _no_worker_warning(store)
         if warning:
-            click.echo(warning, err=True)
+            log.warning(warning)
     else:
         accept = LogAccept(store, _log_event(rt))
     app = create_app(
@@ -270,7 +289,7 @@ def start(
             else "logging only (no --route)"
         )
         signed = "UNSIGNED (insecure)" if secret is None else "signature required"
-        click.echo(f"gh-webhook listening on http://{host}:{bound} ({mode}; {signed})", err=True)
+        log.info("gh-webhook listening on http://%s:%d (%s; %s)", host, bound, mode, signed)
 
     try:
         serve(
@@ -293,4 +312,4 @@ def start(
             stopped(store, SERVICE, started=started, detail=dict(stats), host=rt.host_name)
     if failure:
         raise OperationalError(f"gh-webhook: stopping: {failure[0]}")
-    click.echo("gh-webhook stopped", err=True)
+    log.info("gh-webhook stopped")

@@ -14,6 +14,7 @@ the dispatcher's respawn uses too.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -38,6 +39,7 @@ from loop_envstate import process_environ
 from loop_tmux import TmuxUnavailable
 
 from ..errors import UsageError
+from ..interrupts import Interrupted
 from .drift import DriftRow, DriftState, NameDrift, classify, environment_drift, live_pids
 
 if TYPE_CHECKING:
@@ -72,6 +74,7 @@ class Outcome(str, Enum):
     FAILED = "failed"
     VERIFIED_STALE = "verified-stale"
     UNVERIFIED = "unverified"
+    INTERRUPTED = "interrupted"  # a signal stopped the run before this one was relaunched
 
 
 FAILING = frozenset({Outcome.FAILED, Outcome.VERIFIED_STALE})
@@ -254,6 +257,19 @@ def harness_problem(
 
 
 @dataclass
+class _Progress:
+    """How far a run got, so a signal can stop it and still leave a record: what was
+    decided, which relaunches were handed to tmux, their results, the rows known, and
+    which rows' events are written."""
+
+    decided: list[Row | _Plan] | None = None
+    submitted: set[str] = field(default_factory=set)
+    results: dict[str, RelaunchResult] = field(default_factory=dict)
+    rows: dict[str, Row] = field(default_factory=dict)
+    emitted: set[str] = field(default_factory=set)
+
+
+@dataclass
 class _Plan:
     """A session chosen for relaunch: its record, drift row and full launch argv."""
 
@@ -375,11 +391,17 @@ def _verify(item: _Plan, pids: tuple[int, ...], declared: EnvFile, deps: Restart
     return Row(ref, name, Outcome.FAILED, "the relaunched harness exited before it was verified")
 
 
-def relaunch(plans: Sequence[_Plan], declared: EnvFile, deps: RestartDeps) -> dict[str, Row]:
+def relaunch(
+    plans: Sequence[_Plan],
+    declared: EnvFile,
+    deps: RestartDeps,
+    progress: _Progress | None = None,
+) -> dict[str, Row]:
     """Relaunch every plan with loop_dispatch's relauncher (locks and the re-read under
     them, respawn in place concurrently, ONE survival window), then verify each
-    survivor by its environment."""
-    rows: dict[str, Row] = {}
+    survivor by its environment. `progress` follows it step by step."""
+    progress = progress if progress is not None else _Progress()
+    rows = progress.rows
     if not plans:
         return rows
     relauncher = deps.relauncher()
@@ -395,9 +417,11 @@ def relaunch(plans: Sequence[_Plan], declared: EnvFile, deps: RestartDeps) -> di
             why = "closed or changed since it was selected; left alone"
             rows[ref] = Row(ref, by_ref[ref].record.tmux_name, Outcome.SKIPPED_CLOSED, why)
         ready = [by_ref[str(r.work_item)] for r in held.records]
+        progress.submitted.update(str(p.record.work_item) for p in ready)
         results = relauncher.respawn(
             [Relaunch(record=p.record, spec=LaunchSpec(p.argv, p.env)) for p in ready]
         )
+        progress.results.update(results)
         alive = []
         for item in ready:
             row = _relaunched(item, results[str(item.record.work_item)], deps)
@@ -405,7 +429,7 @@ def relaunch(plans: Sequence[_Plan], declared: EnvFile, deps: RestartDeps) -> di
                 alive.append(item)
             else:
                 rows[row.ref] = row
-        rows.update(_survey(alive, declared, deps))
+        _survey(alive, declared, deps, rows)
     return rows
 
 
@@ -422,14 +446,16 @@ def _relaunched(item: _Plan, result: RelaunchResult, deps: RestartDeps) -> Row |
     return None
 
 
-def _survey(alive: Sequence[_Plan], declared: EnvFile, deps: RestartDeps) -> dict[str, Row]:
+def _survey(
+    alive: Sequence[_Plan], declared: EnvFile, deps: RestartDeps, rows: dict[str, Row]
+) -> dict[str, Row]:
     """Verify each survivor by its environment, one pane read per round.
 
     A pane pid is the launcher until it execs the harness, and the launcher still holds
     the inherited (old) environment: a stale reading is re-read, fleet-wide, until
     `verify_timeout`, and only a reading still stale then is "verified-stale".
+    Rows are added to `rows` as each is known.
     """
-    rows: dict[str, Row] = {}
     pending = list(alive)
     deadline = time.monotonic() + deps.verify_timeout
     while pending:
@@ -472,7 +498,28 @@ def restart_sessions(
 
     `declared` is the file as read for this run. Only stale or unreadable sessions are
     relaunched unless `force`; `dry_run` decides everything and touches nothing.
+
+    A stop signal (`Interrupted`, raised by the command's handler) ends the run where it
+    stands: every session acted on gets its row and its `session.env_restart` record
+    (a relaunch not yet verified is `unverified`, one not yet started `interrupted`),
+    and Interrupted is raised again carrying those rows (`partial`).
     """
+    progress = _Progress()
+    try:
+        return _restart(selection, declared, deps, progress, dry_run=dry_run, force=force)
+    except Interrupted as stop:
+        raise Interrupted(stop.signum, _partial(progress, deps, stop, dry_run)) from None
+
+
+def _restart(
+    selection: Selection,
+    declared: EnvFile,
+    deps: RestartDeps,
+    progress: _Progress,
+    *,
+    dry_run: bool,
+    force: bool,
+) -> list[Row]:
     if dry_run and deps.launcher_check is None:
         # A plan that starts nothing: the launcher is resolved, not run (a Python
         # start-up per dry run would be most of its cost). The real run runs it.
@@ -481,6 +528,7 @@ def restart_sessions(
             deps, launcher_check=lambda: launcher_resolves(launcher), _launcher_reason=[]
         )
     decided = plan(selection, declared, deps, force=force)
+    progress.decided = decided
     plans = [d for d in decided if isinstance(d, _Plan)]
     if dry_run:
         done = {
@@ -494,17 +542,63 @@ def restart_sessions(
             for p in plans
         }
     else:
-        done = relaunch(plans, declared, deps)
+        done = relaunch(plans, declared, deps, progress)
     rows: list[Row] = []
     for item in decided:
-        if isinstance(item, _Plan):
-            row = done[str(item.record.work_item)]
-            if not dry_run:
-                names = [n.name for n in (row.stale or item.drift.stale)]
-                _emit(deps, row, "error" if row.outcome in FAILING else "info", names)
-        else:
-            row = item
-            if row.outcome is Outcome.FAILED and not dry_run:
-                _emit(deps, row, "error", [n.name for n in row.stale])
+        row = done[str(item.record.work_item)] if isinstance(item, _Plan) else item
+        if not dry_run:
+            _record(deps, item, row, progress)
         rows.append(row)
     return rows
+
+
+def _record(deps: RestartDeps, item: Row | _Plan, row: Row, progress: _Progress) -> None:
+    """The session's `session.env_restart`, once: every relaunch (or attempt), and every
+    refused one (failed before it started)."""
+    if row.ref in progress.emitted:
+        return
+    if isinstance(item, _Plan):
+        if row.outcome is Outcome.INTERRUPTED:
+            return  # not acted on: left as it was
+        names = [n.name for n in (row.stale or item.drift.stale)]
+        _emit(deps, row, "error" if row.outcome in FAILING else "info", names)
+    elif row.outcome is Outcome.FAILED:
+        _emit(deps, row, "error", [n.name for n in row.stale])
+    progress.emitted.add(row.ref)
+
+
+def _partial(progress: _Progress, deps: RestartDeps, stop: Interrupted, dry_run: bool) -> list[Row]:
+    """The rows of an interrupted run, each session's record written (see restart_sessions)."""
+    if progress.decided is None:
+        return []  # stopped while deciding: nothing was touched
+    why = f"interrupted ({stop})"
+    rows: list[Row] = []
+    for item in progress.decided:
+        if not isinstance(item, _Plan):
+            row = item
+        else:
+            row = progress.rows.get(str(item.record.work_item)) or _unfinished(item, progress, why)
+        if not dry_run:
+            with contextlib.suppress(Exception):  # the record must not stop the summary
+                _record(deps, item, row, progress)
+        rows.append(row)
+    return rows
+
+
+def _unfinished(item: _Plan, progress: _Progress, why: str) -> Row:
+    """What a signal left of one planned relaunch without a final row."""
+    ref, name = str(item.record.work_item), item.record.tmux_name
+    result = progress.results.get(ref)
+    if result is not None and not result.started:
+        return Row(ref, name, Outcome.FAILED, result.error or "not relaunched", item.drift.stale)
+    if result is not None and result.survived:
+        detail = f"relaunched and survived; {why} before its environment was verified"
+        return Row(ref, name, Outcome.UNVERIFIED, detail)
+    if result is not None and result.survived is False:
+        return Row(
+            ref, name, Outcome.FAILED, "the relaunched harness exited in its survival window"
+        )
+    if ref in progress.submitted:
+        return Row(ref, name, Outcome.UNVERIFIED, f"relaunched; {why} before its survival check")
+    detail = f"{why} before its relaunch; left running as it was"
+    return Row(ref, name, Outcome.INTERRUPTED, detail, item.drift.stale)
