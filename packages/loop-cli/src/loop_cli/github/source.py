@@ -317,7 +317,8 @@ class GitHubSource:
         # events; without it, the previous look bounds it (an extra comment of context
         # beats losing one written right after the label).
         since_look = _parse_time(old.polled_at)
-        labeled_at = {n: self._labeled_at(repository, n) or since_look for n in new_by_label}
+        label_times = {n: self._labeled_at(repository, n) for n in new_by_label}
+        labeled_at = {n: at or since_look for n, at in label_times.items()}
         cursor.polled_at = _iso(now)
         if changed or settling:
             for item in self._comments(repository, cursor, now):
@@ -333,7 +334,7 @@ class GitHubSource:
         for number in sorted(new_by_label):
             issue = (seen or {}).get(number)
             if issue is not None:
-                result.events.append(self._opened(repository, issue))
+                result.events.append(opened_event(repository, issue, label_times.get(number)))
         if not settling:
             cursor.settle_until = None
         return result
@@ -454,11 +455,20 @@ class GitHubSource:
             return since
         return max(since, _iso(latest - self._overlap))
 
-    def _opened(self, repository: str, issue: IssueInfo) -> Event:
-        return opened_event(repository, issue)
-
     def _closed(self, repository: str, issue: IssueInfo) -> Event:
-        return closed_event(repository, issue)
+        """A watched item's closing, with who closed it: a listing does not say, the
+        issue's own GET does (`closed_by`; one request per closing of a watched item).
+        Unknown stays "" (and keeps the workspace, as a close by someone else)."""
+        closed_by = issue.closed_by
+        if not closed_by:
+            try:
+                closed_by = parse_issue(
+                    self.github.get_json(f"repos/{repository}/issues/{issue.number}"), "issue"
+                ).closed_by
+            except (GitHubError, ParseError) as exc:
+                log.info("github: who closed %s#%d is unknown: %s", repository, issue.number, exc)
+        rules = Rules.build(self.trigger_label, self._authorized_actors)
+        return closed_event(repository, issue, closed_by, rules)
 
 
 def _full(listing: Listing) -> bool:

@@ -99,6 +99,11 @@ class VerifiedAdapter:
     def readiness(self, view: PaneView) -> Readiness:
         return Readiness(READY)
 
+    def activity(self, view: PaneView) -> str:
+        """ "busy" (mid-turn), "idle", or "unknown" when the adapter cannot read it (the
+        dispatcher then watches whether the screen changes)."""
+        return "unknown"
+
     def resumable(self, conversation_id: str) -> bool:
         """Is there a saved conversation to resume? (unknown -> assume yes)"""
         return True
@@ -125,6 +130,9 @@ class CliAdapter(VerifiedAdapter):
     default_binary = "harness"
     state_env = ""
     default_state = ".harness"
+    # What the CLI shows on its screen while a turn runs (both Claude Code and Codex
+    # offer to interrupt it): a close waits for it to go (issue 20).
+    busy_markers: Sequence[str] = ("esc to interrupt",)
 
     def __init__(
         self,
@@ -155,6 +163,11 @@ class CliAdapter(VerifiedAdapter):
         if self._state_dir is None or not self.state_env:
             return {}
         return {self.state_env: str(self._state_dir)}
+
+    def activity(self, view: PaneView) -> str:
+        if not self.checks:
+            return "unknown"  # a stand-in draws none of the CLI's screens
+        return "busy" if screen_has(view.screen, *self.busy_markers) else "idle"
 
 
 def screen_has(screen: str | None, *needles: str) -> bool:
