@@ -247,6 +247,18 @@ def test_ci_on_a_fork_reaches_no_agent_and_ci_never_starts_one(world) -> None:
                 answer = send(url, kind, payload, f"ci-{n}-{kind}-{sent}")
                 assert answer.json()["status"] == "ignored", answer.text
                 sent += 1
+        # A commit status (the older CI API) is not an event the-loop acts on.
+        status = {
+            "state": "failure",
+            "context": NOTE,
+            "sha": "ab" * 20,
+            "branches": [{"name": "loop/gh_octo_app_3"}],
+            "repository": {"full_name": REPO},
+            "sender": {"login": "mallory"},
+        }
+        answer = send(url, "status", status, "status-1")
+        assert answer.json()["status"] == "ignored", answer.text
+        sent += 1
         drain(world)
         poll(world)
         # The repository's own branch for #77, which nobody took on: accepted, never a spawn.
@@ -276,7 +288,64 @@ def test_ci_on_a_fork_reaches_no_agent_and_ci_never_starts_one(world) -> None:
         f"New comment on github:{REPO}#3 (CI failure: check run {run3.id}) by CI"
     )
     header, _, fenced = ours.partition("```text")
-    assert NOTE not in header and NOTE in fenced
+    assert NOTE not in header
+    assert NOTE in fenced
+
+
+# -- reviews and review comments -------------------------------------------------------
+
+
+def test_an_outsiders_review_and_line_comments_reach_no_agent(world) -> None:
+    """On alice's PR `Fixes #3`, mallory (not authorized) submits a review and a line
+    comment: the webhook ignores both and the poller does not deliver them; alice's
+    own line comment does reach #3, its path in the header as an ordinary path."""
+    fake: FakeGitHub = world["fake"]
+    for _ in range(3):
+        fake.open_issue(REPO, labels=(LABEL,))
+    poll(world)
+    started(world, 3)
+    pr = fake.open_pull(REPO, body="Fixes #3", user="alice")
+    poll(world)
+    before = starts(world)
+    repo = fake.repo(REPO)
+    sent = 0
+    with served(app(world)) as url:
+        for k in range(3):
+            review = fake.review(REPO, pr.number, f"{NOTE} {k}", user="mallory")
+            payload = {
+                "action": "submitted",
+                "pull_request": fake._pull_json(repo, repo.issues[pr.number]),
+                "review": fake._review_json(repo, review),
+                "repository": {"full_name": REPO},
+                "sender": {"login": "mallory"},
+            }
+            assert send(url, "pull_request_review", payload, f"r-{k}").json()["status"] == "ignored"
+            line = fake.review_comment(
+                REPO, pr.number, f"{NOTE} line {k}", path=NOTE, user="mallory"
+            )
+            payload = {
+                "action": "created",
+                "pull_request": fake._pull_json(repo, repo.issues[pr.number]),
+                "comment": fake._review_comment_json(repo, line),
+                "repository": {"full_name": REPO},
+                "sender": {"login": "mallory"},
+            }
+            answer = send(url, "pull_request_review_comment", payload, f"rc-{k}")
+            assert answer.json()["status"] == "ignored"
+            sent += 2
+        fake.review_comment(REPO, pr.number, "rename it", path="src/a.py", line=3)
+        drain(world)
+        poll(world)
+    texts = messages(world)
+    pasted = sum(NOTE in t for t in texts)
+    print(
+        f"outsider review events sent {sent}, pasted {pasted}, "
+        f"agents started {starts(world) - before}"
+    )
+    assert pasted == 0
+    assert starts(world) == before
+    [ours] = [t for t in texts if "rename it" in t]
+    assert f"(pull request #{pr.number}, review comment on `src/a.py` line 3) by alice" in ours
 
 
 # -- 3. comments on unwatched issues -----------------------------------------------------
@@ -319,7 +388,8 @@ def test_a_comment_on_an_unlabeled_issue_starts_nothing(world) -> None:
     assert 1 not in registered(world)
     for number in (2, 3):
         [text] = [t for t in texts if f"carry on {number}" in t]
-        assert "\u202e" not in text and "\u200b" not in text  # made visible: U+FFFD
+        assert "\u202e" not in text  # made visible: U+FFFD
+        assert "\u200b" not in text
         assert "\ufffdevil\ufffd \ufffdhidden" in text
 
 
@@ -368,7 +438,8 @@ def test_a_close_by_the_reporter_waits_for_the_turn_and_a_relabel_starts_again(
         log = records(world)
         done = [i for i, r in enumerate(log) if r["event"] == "turn_done"]
         [exit_at] = [i for i, r in enumerate(log) if r["event"] == "exit"]
-        assert len(done) == 2 and done[-1] < exit_at  # the turn ended before the agent
+        assert len(done) == 2
+        assert done[-1] < exit_at  # the turn ended before the agent did
         assert "mid_turn" not in log[exit_at]
         [closing] = world["events"].read(types_glob="session.closed")
         assert closing["detail"]["closed_by"] == "reporter"
@@ -376,6 +447,8 @@ def test_a_close_by_the_reporter_waits_for_the_turn_and_a_relabel_starts_again(
         assert deferred["detail"]["closed_by"] == "reporter"
 
         fake.reopen(REPO, 1)
+        reopened = send(url, "issues", issue_payload(fake, 1, "reopened", "reporter"), "re-1")
+        assert reopened.json()["status"] == "ignored"  # a reopen alone takes nothing on
         fake.label(REPO, 1, LABEL)
         again = send(
             url,
