@@ -228,6 +228,66 @@ def test_close_terminates_the_harness_and_keeps_scrollback(
     assert store.registry.get(REF).status == "closed"
 
 
+def _busy_launcher(convo: Path, turn_seconds: float):
+    def launch(record, argv):
+        return LaunchSpec(
+            list(argv),
+            {"FAKE_HARNESS_DIR": str(convo), "FAKE_HARNESS_TURN_SECONDS": str(turn_seconds)},
+        )
+
+    return launch
+
+
+def test_a_close_waits_for_the_turn_and_the_grace_bounds_the_wait(
+    real_tmux,
+    fake_harness,
+    make_dispatcher,
+    store,
+    events,
+    make_event,
+    read_conversation,
+    wait_for,
+):
+    """Issue 20: a close meets a harness mid-turn (its screen keeps changing): the close
+    is a transient `harness_busy` and the harness runs on; once the turn is over the
+    close ends it. A harness whose turn never ends is ended once the grace is over."""
+    program, convo = fake_harness
+    adapter = ClaudeCodeAdapter(binary=str(program), checks=False)
+    short = make_dispatcher(real_tmux, adapter, launcher=_busy_launcher(convo, 3), close_quiet=0.5)
+    short.dispatch(make_event(REF, body="work for three seconds"))  # the prompt starts a turn
+    record = store.registry.get(REF)
+    wait_for(_started(read_conversation, convo, record.conversation_id))
+    held = short.close(REF)
+    assert (held.reason, held.transient) == ("harness_busy", True)
+    assert store.registry.get(REF).active
+    assert real_tmux.probe(NAME).value == "live"
+    log = lambda: read_conversation(convo, record.conversation_id)  # noqa: E731
+    wait_for(lambda: any(r["event"] == "turn_done" for r in log()), timeout=20)
+    assert short.close(REF).reason == "closed"
+    [exit_record] = [r for r in log() if r["event"] == "exit"]
+    assert "mid_turn" not in exit_record
+    [deferred] = events.read(types_glob="session.close_deferred")
+    assert deferred["detail"]["grace_seconds"] == 600.0
+
+    ref = WorkItemRef.parse("local:demo#5")
+    endless = make_dispatcher(
+        real_tmux, adapter, launcher=_busy_launcher(convo, 10_000), close_quiet=0.5, close_grace=2.0
+    )
+    endless.dispatch(make_event(ref, body="never done"))
+    other = store.registry.get(ref)
+    wait_for(_started(read_conversation, convo, other.conversation_id))
+    assert endless.close(ref).reason == "harness_busy"
+    begun = time.monotonic()
+    outcome = endless.close(ref)
+    while outcome.reason == "harness_busy":
+        assert time.monotonic() - begun < 30
+        time.sleep(0.5)
+        outcome = endless.close(ref)
+    assert outcome.reason == "closed"
+    [cut] = [r for r in read_conversation(convo, other.conversation_id) if r["event"] == "exit"]
+    assert cut["mid_turn"] is True  # the grace was over: ended mid-turn, as documented
+
+
 RACER = textwrap.dedent(
     """
     import sys, time
