@@ -21,7 +21,7 @@ from loop_dispatch.adapters import ClaudeCodeAdapter, GenericAdapter
 from loop_dispatch.dispatcher import OutcomeKind
 from loop_dispatch.framing import frame, spawn_prompt
 from loop_dispatch.launch import LaunchSpec
-from loop_dispatch.model import WorkItemRef
+from loop_dispatch.model import EventKind, WorkItemRef
 
 pytestmark = pytest.mark.tmux
 
@@ -248,26 +248,33 @@ def test_a_close_waits_for_the_turn_and_the_grace_bounds_the_wait(
     read_conversation,
     wait_for,
 ):
-    """Issue 20: a close meets a harness mid-turn (its screen keeps changing): the close
-    is a transient `harness_busy` and the harness runs on; once the turn is over the
-    close ends it. A harness whose turn never ends is ended once the grace is over."""
+    """Issue 20: a close event meets a harness mid-turn (its screen keeps changing): the
+    close is a transient `harness_busy` and the harness runs on; once the turn is over
+    the close ends it. A harness whose turn never ends is ended once the grace is over.
+    The operator's `sessions stop` (`Dispatcher.close`) ends a busy one at once."""
     program, convo = fake_harness
     adapter = ClaudeCodeAdapter(binary=str(program), checks=False)
     short = make_dispatcher(real_tmux, adapter, launcher=_busy_launcher(convo, 3), close_quiet=0.5)
     short.dispatch(make_event(REF, body="work for three seconds"))  # the prompt starts a turn
     record = store.registry.get(REF)
     wait_for(_started(read_conversation, convo, record.conversation_id))
-    held = short.close(REF)
+    closing = make_event(REF, kind=EventKind.CLOSED, body="", actor="reporter")
+    held = short.dispatch(closing)
     assert (held.reason, held.transient) == ("harness_busy", True)
     assert store.registry.get(REF).active
     assert real_tmux.probe(NAME).value == "live"
-    log = lambda: read_conversation(convo, record.conversation_id)  # noqa: E731
+
+    def log() -> list[dict]:
+        return read_conversation(convo, record.conversation_id)
+
     wait_for(lambda: any(r["event"] == "turn_done" for r in log()), timeout=20)
-    assert short.close(REF).reason == "closed"
+    assert short.dispatch(closing).reason == "closed"
     [exit_record] = [r for r in log() if r["event"] == "exit"]
     assert "mid_turn" not in exit_record
     [deferred] = events.read(types_glob="session.close_deferred")
     assert deferred["detail"]["grace_seconds"] == 600.0
+    [closed] = events.read(types_glob="session.closed")
+    assert closed["detail"]["closed_by"] == "reporter"
 
     ref = WorkItemRef.parse("local:demo#5")
     endless = make_dispatcher(
@@ -276,16 +283,24 @@ def test_a_close_waits_for_the_turn_and_the_grace_bounds_the_wait(
     endless.dispatch(make_event(ref, body="never done"))
     other = store.registry.get(ref)
     wait_for(_started(read_conversation, convo, other.conversation_id))
-    assert endless.close(ref).reason == "harness_busy"
+    closing = make_event(ref, kind=EventKind.CLOSED, body="")
     begun = time.monotonic()
-    outcome = endless.close(ref)
+    outcome = endless.dispatch(closing)
+    assert outcome.reason == "harness_busy"
     while outcome.reason == "harness_busy":
         assert time.monotonic() - begun < 30
         time.sleep(0.5)
-        outcome = endless.close(ref)
+        outcome = endless.dispatch(closing)
     assert outcome.reason == "closed"
+    assert time.monotonic() - begun >= 2.0
     [cut] = [r for r in read_conversation(convo, other.conversation_id) if r["event"] == "exit"]
     assert cut["mid_turn"] is True  # the grace was over: ended mid-turn, as documented
+
+    ref = WorkItemRef.parse("local:demo#6")
+    endless.dispatch(make_event(ref, body="busy when the operator stops it"))
+    third = store.registry.get(ref)
+    wait_for(_started(read_conversation, convo, third.conversation_id))
+    assert endless.close(ref).reason == "closed"  # no waiting: the operator asked
 
 
 RACER = textwrap.dedent(

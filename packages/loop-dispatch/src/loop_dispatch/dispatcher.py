@@ -924,7 +924,11 @@ class Dispatcher:
             return _processed("no_active_session")
         terminated = None
         if self.kill_harness_on_close:
-            waiting = self._close_waits_for_idle(record, delivery_id, event)
+            # A ticket's close waits for the turn; the operator's `sessions stop` (no
+            # event) ends the harness at once, as asked.
+            waiting = (
+                None if event is None else self._close_waits_for_idle(record, delivery_id, event)
+            )
             if waiting is not None:
                 return waiting
             gone = self._end_harness(record)
