@@ -165,9 +165,13 @@ class CliAdapter(VerifiedAdapter):
         return {self.state_env: str(self._state_dir)}
 
     def activity(self, view: PaneView) -> str:
-        if not self.checks:
-            return "unknown"  # a stand-in draws none of the CLI's screens
-        return "busy" if screen_has(view.screen, *self.busy_markers) else "idle"
+        """Busy while the CLI offers to interrupt its turn (Claude Code 2.1.332 draws
+        "esc to interrupt"); without the marker, "unknown": the dispatcher then watches
+        the screen, so a CLI version that words it otherwise is never ended mid-turn
+        for want of it. A stand-in (`checks` off) draws none of the CLI's screens."""
+        if self.checks and screen_has(view.screen, *self.busy_markers):
+            return "busy"
+        return "unknown"
 
 
 def screen_has(screen: str | None, *needles: str) -> bool:
