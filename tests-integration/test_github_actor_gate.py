@@ -434,7 +434,15 @@ def test_a_close_by_the_reporter_waits_for_the_turn_and_a_relabel_starts_again(
             drain(world)
             return not world["store"].registry.get(WorkItemRef("github", REPO, 1)).active
 
+        # alice comments on the closed issue while its close waits: that never starts
+        # the agent again once the close is done.
+        late = fake.comment(REPO, 1, "one more thing after the close")
+        assert send(url, "issue_comment", comment_payload(fake, late.id), "c-2").status_code == 202
         assert wait_for(ended, timeout=60, interval=0.5)
+        drain(world)
+        poll(world)
+        assert starts(world) == 1
+        assert not world["store"].registry.get(WorkItemRef("github", REPO, 1)).active
         log = records(world)
         done = [i for i, r in enumerate(log) if r["event"] == "turn_done"]
         [exit_at] = [i for i, r in enumerate(log) if r["event"] == "exit"]
@@ -462,3 +470,29 @@ def test_a_close_by_the_reporter_waits_for_the_turn_and_a_relabel_starts_again(
         assert poll(world).processed == 0  # the poller's copy of the relabel: the same id
     assert world["store"].registry.get(WorkItemRef("github", REPO, 1)).active
     assert starts(world) == 2
+
+
+def test_by_the_poller_alone_a_relabel_after_a_close_starts_the_agent_again(world) -> None:
+    """Issue 20 without a webhook: the poller sees the close (and who closed it) and,
+    after a reopen and relabel, a new opening that starts the agent again, whether the
+    relabel comes in the very next cycle or later."""
+    fake: FakeGitHub = world["fake"]
+    poll(world)
+    ref = WorkItemRef("github", REPO, 1)
+    fake.open_issue(REPO, title="Reported", body="by the reporter", user="reporter")
+    fake.label(REPO, 1, LABEL)
+    assert poll(world).processed == 1
+    assert wait_for(lambda: starts(world) == 1)
+    for round_ in (1, 2):
+        fake.close(REPO, 1, by="reporter")
+        poll(world)
+        assert wait_for(lambda: not world["store"].registry.get(ref).active)
+        fake.reopen(REPO, 1)
+        fake.unlabel(REPO, 1, LABEL)
+        fake.label(REPO, 1, LABEL)
+        fake.tick(5)
+        poll(world)
+        assert wait_for(lambda n=round_: starts(world) == n + 1), round_
+        assert world["store"].registry.get(ref).active
+    closings = world["events"].read(types_glob="session.closed")
+    assert [c["detail"]["closed_by"] for c in closings] == ["reporter", "reporter"]

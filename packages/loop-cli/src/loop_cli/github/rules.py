@@ -430,8 +430,12 @@ def comment_delivery(repository: str, comment_id: int | str) -> str:
     return comment_delivery_id(source_name(repository), str(comment_id))
 
 
-def comment_event(repository: str, comment: Any, rules: Rules) -> Event | Ignored:
-    """An issue comment's Event, or why it is ignored."""
+def comment_event(
+    repository: str, comment: Any, rules: Rules, *, spawns: bool = True
+) -> Event | Ignored:
+    """An issue comment's Event, or why it is ignored. `spawns` false (the issue is
+    closed): it reaches an agent still at work, and never starts one again after the
+    close (which may be waiting for the agent's idle moment)."""
     ignored = rules.comment_ignored(comment)
     if ignored is not None:
         return ignored
@@ -444,6 +448,7 @@ def comment_event(repository: str, comment: Any, rules: Rules) -> Event | Ignore
         url=comment.url,
         created_at=comment.created_at,
         comment_id=str(comment.id),
+        spawns=spawns,
     )
 
 

@@ -305,9 +305,22 @@ class GitHubSource:
         changed = seen is not None
         labeled = set(cursor.labeled)
         before = set(old.watched)
-        watched = labeled | set(active)
-        new_by_label = (labeled - before) - set(active)
-        new_by_session = {n: at for n, at in active.items() if n not in before}
+        listed = seen or {}
+        # A close seen now ends the item's session (its close is queued): it is no longer
+        # watched, so a reopen and relabel later is a new opening (issue 20). A reopened
+        # item labeled again opens even while its session is still active (the close
+        # may wait for the agent's idle moment): the opening queues behind the close.
+        closed_now = {n for n, issue in listed.items() if issue.state == "closed"}
+        reopened = {
+            n
+            for n, issue in listed.items()
+            if issue.state == "open" and issue.state_reason == "reopened"
+        }
+        watched = (labeled | set(active)) - closed_now
+        new_by_label = (labeled - before) - (set(active) - reopened)
+        new_by_session = {
+            n: at for n, at in active.items() if n not in before and n not in closed_now
+        }
         cursor.watched = sorted(watched)
         if changed or new_by_session:
             cursor.settle_until = _iso(now + self._settle)
@@ -326,7 +339,16 @@ class GitHubSource:
                 if pr_event is not None:
                     result.events.append(pr_event)
                     continue
-                self._consider(repository, item, own, watched, labeled_at, new_by_session, result)
+                self._consider(
+                    repository,
+                    item,
+                    own,
+                    watched,
+                    labeled_at,
+                    new_by_session,
+                    result,
+                    closed=closed_now,
+                )
             if pulls.targets:
                 result.events.extend(pulls.review_comments(comments_since))
         result.events.extend(pulls.checks())
@@ -427,6 +449,8 @@ class GitHubSource:
         new_by_label: dict[int, datetime | None],
         new_by_session: dict[int, datetime],
         result: _RepoResult,
+        *,
+        closed: set[int] | frozenset[int] = frozenset(),
     ) -> None:
         """A listed comment becomes an event, a baseline id, or nothing."""
         if item.issue_number not in watched:
@@ -439,7 +463,7 @@ class GitHubSource:
             result.baseline.append(comment_delivery(repository, item.id))
             return
         rules = Rules.build(self.trigger_label, self._authorized_actors, own)
-        event = comment_event(repository, item, rules)
+        event = comment_event(repository, item, rules, spawns=item.issue_number not in closed)
         if isinstance(event, Event):
             result.events.append(event)
 

@@ -77,7 +77,7 @@ def _comment(
     if action != "created":
         return Ignored(f"issue_comment action {action!r} is not handled")
     comment = parse_comment(payload.get("comment"), "comment", issue_number=issue.number)
-    event = comment_event(repository, comment, rules)
+    event = comment_event(repository, comment, rules, spawns=issue.state == "open")
     if isinstance(event, Event) and not _watched(issue, event.work_item, rules):
         # Only the label (or `sessions start`) takes an item on, as via the poller.
         return Ignored(
