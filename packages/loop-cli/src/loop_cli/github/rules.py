@@ -276,7 +276,9 @@ def review_comment_event(target: WorkItemRef, repository: str, comment: Any) -> 
 def review_event(target: WorkItemRef, repository: str, review: Any) -> Event:
     from .parse import review_delivery_id
 
-    state = review.state.replace("_", " ")
+    # The header names the state only from GitHub's own set (issue 20: nothing else
+    # from a payload stands outside the fence).
+    state = review.state.replace("_", " ") if review.state in _REVIEW_STATES else "submitted"
     return Event(
         delivery_id=review_delivery_id(repository, review.id),
         work_item=target,
@@ -288,6 +290,9 @@ def review_event(target: WorkItemRef, repository: str, review: Any) -> Event:
         subject=f"{_pr_words(review.pr_number)}, review: {state}",
         spawns=_own_item(target, review.pr_number),
     )
+
+
+_REVIEW_STATES = frozenset({"approved", "changes_requested", "commented", "dismissed"})
 
 
 def review_worth_routing(review: Any) -> bool:
