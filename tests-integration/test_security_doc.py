@@ -60,3 +60,43 @@ def test_the_limits_on_the_page_are_the_defaults() -> None:
         assert f"`{name}`" in PAGE
     assert "Slack URL" in PAGE
     assert SLACK_URL_VAR.startswith("THE_LOOP_")
+
+
+# Issue 20: one table of actor rules, one row per GitHub event kind, each row a test.
+EVENT_KINDS = {
+    "issue opened",
+    "issue labeled",
+    "issue closed",
+    "issue reopened",
+    "issue comment",
+    "pull request opened",
+    "pull request closed / merged",
+    "pull request review",
+    "pull request review comment",
+    "check run (failed)",
+    "check suite (failed)",
+    "status",
+}
+
+
+def _actor_rules() -> dict[str, list[str]]:
+    section = PAGE.split("## The actor rules, per GitHub event", 1)[1].split("\n## ", 1)[0]
+    rows: dict[str, list[str]] = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 4 or cells[0] == "event" or set(cells[0]) <= {"-"}:
+            continue
+        rows[cells[0]] = re.findall(r"`([^`]+::test_[A-Za-z0-9_]+)`", cells[3])
+    return rows
+
+
+def test_the_actor_rules_cover_every_event_kind_each_with_tests_that_exist() -> None:
+    rows = _actor_rules()
+    assert set(rows) == EVENT_KINDS
+    for kind, tests in rows.items():
+        assert tests, f"actor rule without a test: {kind}"
+        for ref in tests:
+            path, name = ref.split("::")
+            source = REPO / path
+            assert source.is_file(), f"{kind}: {ref}: no such file"
+            assert re.search(rf"^def {name}\(", source.read_text(), re.M), f"{kind}: {ref}"

@@ -35,6 +35,11 @@ Contract (other packages' tests rely on it; change it only compatibly):
   (the receipts the claude-code adapter reads).
 * It shows a one-line status on its screen per message (``[fake-harness] message N``)
   so ``capture-pane`` has something to read.
+* ``FAKE_HARNESS_TURN_SECONDS=S`` models a turn's work, as Claude Code's: after each
+  message (and the prompt) it is busy for S seconds, redrawing a status line
+  (``working 1.2s (esc to interrupt)``) every 0.2 s, then records ``{"event":
+  "turn_done", "turn": N}`` and shows ``[fake-harness] idle``. A SIGTERM mid-turn is
+  recorded as ``{"event": "exit", "signal": ..., "mid_turn": true}``.
 """
 
 from __future__ import annotations
@@ -183,8 +188,14 @@ def main(argv: list[str]) -> int:
         session_id = str(uuid.uuid4())
     convo = Conversation(directory, session_id)
 
+    turn_seconds = float(os.environ.get("FAKE_HARNESS_TURN_SECONDS") or 0)
+    busy_until: float | None = None
+
     def on_signal(signum, _frame) -> None:
-        convo.append({"event": "exit", "signal": signal.Signals(signum).name})
+        record = {"event": "exit", "signal": signal.Signals(signum).name}
+        if busy_until is not None:
+            record["mid_turn"] = True
+        convo.append(record)
         raise SystemExit(0)
 
     signal.signal(signal.SIGTERM, on_signal)
@@ -198,8 +209,10 @@ def main(argv: list[str]) -> int:
                 fh.write(f"{session_id} {what}\n")
 
     def on_message(data: bytes, bracketed: bool) -> None:
-        nonlocal count
+        nonlocal count, busy_until
         count += 1
+        if turn_seconds:
+            busy_until = time.monotonic() + turn_seconds
         text = data.decode("utf-8", "replace")
         edit_file(f"message {count}")
         convo.append({"event": "message", "text": text, "bracketed": bracketed})
@@ -235,11 +248,27 @@ def main(argv: list[str]) -> int:
     )
     if prompt:
         convo.user_turn(prompt)
+        if turn_seconds:
+            busy_until = time.monotonic() + turn_seconds
     reader = PasteReader(on_message)
+    begun = time.monotonic()
     try:
         while True:
             timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if busy_until is not None:
+                timeout = 0.2 if timeout is None else min(timeout, 0.2)
             ready, _, _ = select.select([fd], [], [], timeout)
+            if busy_until is not None and not ready:
+                now = time.monotonic()
+                if now >= busy_until:
+                    busy_until = None
+                    convo.append({"event": "turn_done", "turn": count})
+                    if tty:
+                        os.write(sys.stdout.fileno(), b"\r\x1b[K[fake-harness] idle\r\n")
+                elif tty:
+                    status = f"\r\x1b[Kworking {now - begun:.1f}s (esc to interrupt)"
+                    os.write(sys.stdout.fileno(), status.encode())
+                continue
             if not ready:
                 convo.append({"event": "exit", "reason": "exit_after"})
                 return 0

@@ -98,7 +98,7 @@ def test_failed_check_on_a_loop_branch_reaches_its_item(fake: FakeGitHub) -> Non
     [event] = poller.cycle().events
     assert event.work_item == ITEM1
     assert event.delivery_id == f"check-run:github:{REPO}:{run.id}:failure"
-    assert event.subject == "CI failure: `tests`"
+    assert event.subject == f"CI failure: check run {run.id}"
     # Idle: the activity probe and the linked PR's check probe, both 304s (free).
     fake.tick(300)
     poller.cycle()

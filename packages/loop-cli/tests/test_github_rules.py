@@ -35,7 +35,15 @@ def _payload(fake: FakeGitHub, action: str, number: int, **extra: object) -> dic
 
 
 def _key(event: Event) -> tuple:
-    return (event.delivery_id, str(event.work_item), event.kind, event.actor, event.body)
+    return (
+        event.delivery_id,
+        str(event.work_item),
+        event.kind,
+        event.actor,
+        event.body,
+        event.spawns,
+        event.keep_workspace,
+    )
 
 
 def test_poller_and_webhook_build_identical_events() -> None:
@@ -68,15 +76,33 @@ def test_poller_and_webhook_build_identical_events() -> None:
         batch = source.poll(cursor)
         cursor = batch.cursor
         polled += batch.events
-        fake.close(CANONICAL, 1)
+        fake.close(CANONICAL, 1, by="Closer")
         hooked.append(to_event("issues", _payload(fake, "closed", 1), rules))
+        fake.tick(5)
+        batch = source.poll(cursor)
+        cursor = batch.cursor
+        polled += batch.events
+        # Reopened and labeled again: a new opening, the same id by both roads.
+        fake.reopen(CANONICAL, 1)
+        fake.label(CANONICAL, 1, LABEL)
+        hooked.append(
+            to_event("issues", _payload(fake, "labeled", 1, label={"name": LABEL}), rules)
+        )
         fake.tick(5)
         polled += source.poll(cursor).events
         source.close()
 
     events = [e for e in hooked if isinstance(e, Event)]
-    assert [type(e) for e in hooked] == [Event, Event, Ignored, Ignored, Event]
-    assert [e.kind for e in events] == [EventKind.OPENED, EventKind.COMMENT, EventKind.CLOSED]
+    assert [type(e) for e in hooked] == [Event, Event, Ignored, Ignored, Event, Event]
+    assert [e.kind for e in events] == [
+        EventKind.OPENED,
+        EventKind.COMMENT,
+        EventKind.CLOSED,
+        EventKind.OPENED,
+    ]
+    assert events[2].actor == "Closer"
+    assert events[3].delivery_id != events[0].delivery_id
+    assert events[3].delivery_id.startswith(events[0].delivery_id + ":")
     assert sorted(map(_key, polled)) == sorted(map(_key, events))
     for event in events:
         assert str(event.work_item) == "github:acme/widgets#1"

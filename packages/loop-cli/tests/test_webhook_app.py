@@ -297,8 +297,10 @@ def test_labeled_with_trigger_opens_and_closed_closes(client, sink: Sink) -> Non
     assert opened.delivery_id == f"opened:github:{REPO}#5"
     assert opened.body == "Fix it\n\nDetails here."
     assert closing.kind is EventKind.CLOSED
-    # One rule for both paths (issue 10): a REST listing cannot say who closed it.
-    assert closing.actor == ""
+    # Who closed it is recorded (issue 20; the poller asks the issue's `closed_by`), and
+    # a close by someone who is not an authorized actor keeps the workspace.
+    assert closing.actor == "bob"
+    assert closing.keep_workspace
 
 
 def test_redelivery_is_answered_duplicate_and_not_dispatched(client, sink: Sink) -> None:

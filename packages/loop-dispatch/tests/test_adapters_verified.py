@@ -139,3 +139,17 @@ def test_codex_receipts_from_its_rollout_file(tmp_path: Path) -> None:
         handle.write('"content": [{"type": "input_text", "text": "second turn"}]}}\n')
     assert a.receipt("c1", mark, "second turn").state == "confirmed"
     assert a.receipt(None, 0, "second turn").state == "unknown"
+
+
+def test_activity_reads_the_turn_from_the_screen() -> None:
+    """Issue 20: a close waits while the CLI shows it can be interrupted (a turn runs)."""
+    claude_busy = "\u273b Thinking\u2026 (12s \u00b7 \u2191 1.2k tokens \u00b7 esc to interrupt)"
+    codex_busy = "\u2022 Working (5s \u2022 Esc to interrupt)"
+    assert ClaudeCodeAdapter().activity(view(claude_busy)) == "busy"
+    assert CodexAdapter().activity(view(codex_busy)) == "busy"
+    # No marker, a stand-in that draws none of the CLI's screens, or a generic harness:
+    # unknown (the dispatcher then watches whether the screen changes).
+    assert ClaudeCodeAdapter().activity(view("\u276f ")) == "unknown"
+    assert CodexAdapter().activity(view(CODEX_MAIN)) == "unknown"
+    assert ClaudeCodeAdapter(checks=False).activity(view(claude_busy)) == "unknown"
+    assert GenericAdapter(["prog"]).activity(view(claude_busy)) == "unknown"

@@ -21,7 +21,7 @@ from loop_dispatch.adapters import ClaudeCodeAdapter, GenericAdapter
 from loop_dispatch.dispatcher import OutcomeKind
 from loop_dispatch.framing import frame, spawn_prompt
 from loop_dispatch.launch import LaunchSpec
-from loop_dispatch.model import WorkItemRef
+from loop_dispatch.model import EventKind, WorkItemRef
 
 pytestmark = pytest.mark.tmux
 
@@ -226,6 +226,81 @@ def test_close_terminates_the_harness_and_keeps_scrollback(
     exits = [r for r in read_conversation(convo, record.conversation_id) if r["event"] == "exit"]
     assert exits[0]["signal"] == "SIGTERM"
     assert store.registry.get(REF).status == "closed"
+
+
+def _busy_launcher(convo: Path, turn_seconds: float):
+    def launch(record, argv):
+        return LaunchSpec(
+            list(argv),
+            {"FAKE_HARNESS_DIR": str(convo), "FAKE_HARNESS_TURN_SECONDS": str(turn_seconds)},
+        )
+
+    return launch
+
+
+def test_a_close_waits_for_the_turn_and_the_grace_bounds_the_wait(
+    real_tmux,
+    fake_harness,
+    make_dispatcher,
+    store,
+    events,
+    make_event,
+    read_conversation,
+    wait_for,
+):
+    """Issue 20: a close event meets a harness mid-turn (its screen keeps changing): the
+    close is a transient `harness_busy` and the harness runs on; once the turn is over
+    the close ends it. A harness whose turn never ends is ended once the grace is over.
+    The operator's `sessions stop` (`Dispatcher.close`) ends a busy one at once."""
+    program, convo = fake_harness
+    adapter = ClaudeCodeAdapter(binary=str(program), checks=False)
+    short = make_dispatcher(real_tmux, adapter, launcher=_busy_launcher(convo, 3), close_quiet=0.5)
+    short.dispatch(make_event(REF, body="work for three seconds"))  # the prompt starts a turn
+    record = store.registry.get(REF)
+    wait_for(_started(read_conversation, convo, record.conversation_id))
+    closing = make_event(REF, kind=EventKind.CLOSED, body="", actor="reporter")
+    held = short.dispatch(closing)
+    assert (held.reason, held.transient) == ("harness_busy", True)
+    assert store.registry.get(REF).active
+    assert real_tmux.probe(NAME).value == "live"
+
+    def log() -> list[dict]:
+        return read_conversation(convo, record.conversation_id)
+
+    wait_for(lambda: any(r["event"] == "turn_done" for r in log()), timeout=20)
+    assert short.dispatch(closing).reason == "closed"
+    [exit_record] = [r for r in log() if r["event"] == "exit"]
+    assert "mid_turn" not in exit_record
+    [deferred] = events.read(types_glob="session.close_deferred")
+    assert deferred["detail"]["grace_seconds"] == 600.0
+    [closed] = events.read(types_glob="session.closed")
+    assert closed["detail"]["closed_by"] == "reporter"
+
+    ref = WorkItemRef.parse("local:demo#5")
+    endless = make_dispatcher(
+        real_tmux, adapter, launcher=_busy_launcher(convo, 10_000), close_quiet=0.5, close_grace=2.0
+    )
+    endless.dispatch(make_event(ref, body="never done"))
+    other = store.registry.get(ref)
+    wait_for(_started(read_conversation, convo, other.conversation_id))
+    closing = make_event(ref, kind=EventKind.CLOSED, body="")
+    begun = time.monotonic()
+    outcome = endless.dispatch(closing)
+    assert outcome.reason == "harness_busy"
+    while outcome.reason == "harness_busy":
+        assert time.monotonic() - begun < 30
+        time.sleep(0.5)
+        outcome = endless.dispatch(closing)
+    assert outcome.reason == "closed"
+    assert time.monotonic() - begun >= 2.0
+    [cut] = [r for r in read_conversation(convo, other.conversation_id) if r["event"] == "exit"]
+    assert cut["mid_turn"] is True  # the grace was over: ended mid-turn, as documented
+
+    ref = WorkItemRef.parse("local:demo#6")
+    endless.dispatch(make_event(ref, body="busy when the operator stops it"))
+    third = store.registry.get(ref)
+    wait_for(_started(read_conversation, convo, third.conversation_id))
+    assert endless.close(ref).reason == "closed"  # no waiting: the operator asked
 
 
 RACER = textwrap.dedent(

@@ -380,3 +380,38 @@ def test_close_keeps_the_worktree_when_tmux_does_not_answer(
     assert path.is_dir()
     kept = events.read("workspace.kept")
     assert "tmux did not answer" in kept[-1]["detail"]["reason"]
+
+
+@pytest.mark.tmux
+def test_a_close_by_someone_else_keeps_even_a_clean_worktree(
+    rig, store, events, make_event, wait_for
+):
+    """Issue 20: a close event marked `keep_workspace` (its closer is not an authorized
+    actor) leaves the worktree and branch in place even when nothing would be lost, so a
+    reopen starts the agent there again; the same close by an authorized actor removes
+    the clean worktree as before."""
+    import dataclasses
+
+    disp, _tmux, workspaces, clone = rig
+    mine, theirs = REFS[0], REFS[1]
+    for ref in (mine, theirs):
+        assert disp.dispatch(make_event(ref, body=f"work on {ref}")).reason == "spawned"
+    for ref in (mine, theirs):
+        path = workspaces.path_for(ref)
+        wait_for(lambda p=path: _lines(p / NOTES))
+        (path / NOTES).unlink()  # nothing unsaved: a plain close would remove it
+    by_reporter = dataclasses.replace(
+        make_event(theirs, kind=EventKind.CLOSED, body="", actor="reporter"), keep_workspace=True
+    )
+    assert disp.dispatch(by_reporter).reason == "closed"
+    assert workspaces.path_for(theirs).is_dir()
+    assert git(clone, "rev-parse", "--verify", "-q", branch_for(theirs))
+    [closed] = events.read("session.closed")
+    assert closed["detail"]["closed_by"] == "reporter"
+    assert closed["detail"]["workspace_kept"] is True
+    by_alice = make_event(mine, kind=EventKind.CLOSED, body="", actor="alice")
+    assert disp.dispatch(by_alice).reason == "closed"
+    wait_for(lambda: not workspaces.path_for(mine).exists())
+    # Reopened and labeled again: the agent starts in the kept worktree, on its branch.
+    assert disp.dispatch(make_event(theirs, body="again")).reason == "spawned"
+    assert store.registry.get(theirs).cwd == workspaces.path_for(theirs)

@@ -206,6 +206,10 @@ class WorkspaceConfig(_Section, frozen=True, kw_only=True):
 
 class SessionsConfig(_Section, frozen=True, kw_only=True):
     kill_harness_on_close: bool = True
+    # A close waits for a busy harness's idle moment at most this long (issue 20): a
+    # close by anyone never cuts an agent's turn short, and a harness that never goes
+    # idle is still ended.
+    close_grace_seconds: Annotated[Seconds, Meta(ge=0, le=86400)] = 600.0
 
 
 class ServicesConfig(_Section, frozen=True, kw_only=True):

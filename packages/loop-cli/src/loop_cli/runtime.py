@@ -378,6 +378,7 @@ class Runtime:
             survival_delay=self.config.harness.survival_seconds,
             receipt_seconds=self.config.harness.receipt_seconds,
             kill_harness_on_close=self.config.sessions.kill_harness_on_close,
+            close_grace=self.config.sessions.close_grace_seconds,
             workspaces=self.workspaces,
             paste_gate=self.paste_gate,
         )

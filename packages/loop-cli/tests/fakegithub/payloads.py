@@ -66,8 +66,10 @@ def pull_json(
     state: str = "open",
     merged: bool = False,
     title: str = "A change",
+    fork: str | None = None,
 ) -> dict[str, Any]:
-    """A `pull_request` object (webhook payloads, `GET /repos/R/pulls/N`)."""
+    """A `pull_request` object (webhook payloads, `GET /repos/R/pulls/N`); `fork`: the
+    OWNER/REPO its head is in when not `repo` itself."""
     return {
         "number": number,
         "title": title,
@@ -75,8 +77,8 @@ def pull_json(
         "user": {"login": login},
         "state": state,
         "merged": merged,
-        "head": {"ref": head_ref, "sha": "ab" * 20},
-        "base": {"ref": "main"},
+        "head": {"ref": head_ref, "sha": "ab" * 20, "repo": repo_ref(fork or repo)},
+        "base": {"ref": "main", "repo": repo_ref(repo)},
         "html_url": f"https://github.com/{repo}/pull/{number}",
         "created_at": "2026-01-01T10:00:00Z",
         "updated_at": STAMP,
@@ -85,13 +87,25 @@ def pull_json(
     }
 
 
-def pull_request(repo: str, action: str = "opened", **pull: Any) -> dict[str, Any]:
+def repo_ref(full_name: str) -> dict[str, Any]:
+    """A repository as a PR's head/base (and a check's PR entries) name it."""
+    return {
+        "id": sum(ord(c) * 31**i for i, c in enumerate(full_name.lower())) % 10**9,
+        "url": f"https://api.github.com/repos/{full_name}",
+        "name": full_name.split("/")[1],
+        "full_name": full_name,
+    }
+
+
+def pull_request(
+    repo: str, action: str = "opened", sender: str | None = None, **pull: Any
+) -> dict[str, Any]:
     login = pull.get("login", "alice")
     return {
         "action": action,
         "pull_request": pull_json(repo, **pull),
         "repository": {"full_name": repo},
-        "sender": {"login": login},
+        "sender": {"login": sender or login},
     }
 
 
@@ -166,7 +180,10 @@ def check_run(
     head_branch: str = "loop/gh_acme_widgets_3",
     pr_numbers: tuple[int, ...] = (12,),
     name: str = "tests",
+    fork: str | None = None,
 ) -> dict[str, Any]:
+    """A completed `check_run` delivery; its PR entries' head is `fork` when given
+    (GitHub itself lists no fork PR there: `pr_numbers=()` models that)."""
     return {
         "action": "completed",
         "check_run": {
@@ -178,7 +195,14 @@ def check_run(
             "html_url": f"https://github.com/{repo}/runs/{check_id}",
             "completed_at": STAMP,
             "check_suite": {"id": 9000 + check_id, "head_branch": head_branch},
-            "pull_requests": [{"number": n} for n in pr_numbers],
+            "pull_requests": [
+                {
+                    "number": n,
+                    "head": {"ref": head_branch, "sha": "ab" * 20, "repo": repo_ref(fork or repo)},
+                    "base": {"ref": "main", "sha": "cd" * 20, "repo": repo_ref(repo)},
+                }
+                for n in pr_numbers
+            ],
         },
         "repository": {"full_name": repo},
         "sender": {"login": "github-actions[bot]"},

@@ -42,6 +42,8 @@ class FakeIssue:
     updated_at: datetime
     closed_at: datetime | None = None
     pull: FakePull | None = None  # set: this issue is a pull request
+    state_reason: str | None = None  # "completed" when closed, "reopened" after a reopen
+    closed_by: str | None = None
 
 
 @dataclass
@@ -49,6 +51,7 @@ class FakePull:
     head_ref: str
     head_sha: str
     merged: bool = False
+    fork: str | None = None  # OWNER/REPO of the fork its head is in; None: this repository
 
 
 @dataclass
@@ -179,17 +182,20 @@ class FakeGitHub:
         body: str = "",
         head_ref: str = "feature",
         user: str = "alice",
+        fork: str | None = None,
     ) -> FakeIssue:
         """A pull request: an issue (same number space, listed by the issues API) with
-        a head branch and commit."""
+        a head branch and commit; `fork`: the head is in that fork, as anyone's can be."""
         issue = self.open_issue(full_name, title, body, user)
         with self._lock:
             sha = hashlib.sha1(f"{full_name}#{issue.number}".encode()).hexdigest()
-            issue.pull = FakePull(head_ref, sha)
+            issue.pull = FakePull(head_ref, sha, fork=fork)
             return issue
 
-    def close_pull(self, full_name: str, number: int, merged: bool = True) -> None:
-        self.close(full_name, number)
+    def close_pull(
+        self, full_name: str, number: int, merged: bool = True, by: str = "alice"
+    ) -> None:
+        self.close(full_name, number, by=by)
         with self._lock:
             pull = self.repos[full_name].issues[number].pull
             assert pull is not None
@@ -254,7 +260,7 @@ class FakeGitHub:
             issue.updated_at = at
             repo.issue_events.append((number, "labeled", label, at))
 
-    def close(self, full_name: str, number: int) -> None:
+    def close(self, full_name: str, number: int, by: str = "alice") -> None:
         repo = self.repo(full_name)
         at = self.tick()
         with self._lock:
@@ -262,6 +268,28 @@ class FakeGitHub:
             issue.state = "closed"
             issue.closed_at = at
             issue.updated_at = at
+            issue.state_reason = "completed"
+            issue.closed_by = by
+
+    def reopen(self, full_name: str, number: int) -> None:
+        """Like GitHub: open again, `closed_at` cleared, `state_reason` "reopened"."""
+        repo = self.repo(full_name)
+        at = self.tick()
+        with self._lock:
+            issue = repo.issues[number]
+            issue.state = "open"
+            issue.closed_at = None
+            issue.updated_at = at
+            issue.state_reason = "reopened"
+
+    def unlabel(self, full_name: str, number: int, label: str) -> None:
+        repo = self.repo(full_name)
+        at = self.tick()
+        with self._lock:
+            issue = repo.issues[number]
+            issue.labels.discard(label)
+            issue.updated_at = at
+            repo.issue_events.append((number, "unlabeled", label, at))
 
     def fail_next(self, status: int = 502, count: int = 1) -> None:
         with self._lock:
@@ -309,7 +337,24 @@ class FakeGitHub:
             "created_at": iso(issue.created_at),
             "updated_at": iso(issue.updated_at),
             "closed_at": iso(issue.closed_at) if issue.closed_at else None,
+            "state_reason": issue.state_reason,
             **({"pull_request": {"url": "pulls"}} if issue.pull else {}),
+        }
+
+    def _single_issue_json(self, repo: FakeRepo, issue: FakeIssue) -> dict[str, Any]:
+        """`GET /repos/o/r/issues/N`: as listed, plus `closed_by` (listings omit it)."""
+        out = self._issue_json(repo, issue)
+        out["closed_by"] = {"login": issue.closed_by} if issue.closed_by else None
+        return out
+
+    def _repo_ref(self, full_name: str) -> dict[str, Any]:
+        """A repository as a PR's head/base and a check's PR entries name it."""
+        ident = int(hashlib.sha1(full_name.lower().encode()).hexdigest()[:8], 16)
+        return {
+            "id": ident,
+            "url": f"https://api.github.com/repos/{full_name}",
+            "name": full_name.split("/")[1],
+            "full_name": full_name,
         }
 
     def _pull_json(self, repo: FakeRepo, issue: FakeIssue) -> dict[str, Any]:
@@ -317,7 +362,13 @@ class FakeGitHub:
         out = self._issue_json(repo, issue)
         out.pop("pull_request", None)
         out["html_url"] = f"https://github.com/{repo.owner}/{repo.name}/pull/{issue.number}"
-        out["head"] = {"ref": issue.pull.head_ref, "sha": issue.pull.head_sha}
+        here = f"{repo.owner}/{repo.name}"
+        out["head"] = {
+            "ref": issue.pull.head_ref,
+            "sha": issue.pull.head_sha,
+            "repo": self._repo_ref(issue.pull.fork or here),
+        }
+        out["base"] = {"ref": "main", "repo": self._repo_ref(here)}
         out["merged"] = issue.pull.merged
         out["merged_at"] = out["closed_at"] if issue.pull.merged else None
         return out
@@ -359,8 +410,28 @@ class FakeGitHub:
             "html_url": f"https://github.com/{repo.owner}/{repo.name}/runs/{item.id}",
             "completed_at": iso(item.completed_at),
             "check_suite": {"id": item.id + 1, "head_branch": item.head_branch},
-            "pull_requests": [],
+            "pull_requests": self._check_prs(repo, item),
         }
+
+    def _check_prs(self, repo: FakeRepo, item: FakeCheckRun) -> list[dict[str, Any]]:
+        """The PRs GitHub lists on a check: those of this repository whose head is the
+        check's commit; a fork's PR is not listed (GitHub leaves the list empty)."""
+        here = f"{repo.owner}/{repo.name}"
+        return [
+            {
+                "number": issue.number,
+                "head": {
+                    "ref": issue.pull.head_ref,
+                    "sha": issue.pull.head_sha,
+                    "repo": self._repo_ref(here),
+                },
+                "base": {"ref": "main", "repo": self._repo_ref(here)},
+            }
+            for issue in repo.issues.values()
+            if issue.pull is not None
+            and issue.pull.head_sha == item.head_sha
+            and issue.pull.fork is None
+        ]
 
     def _comment_json(self, repo: FakeRepo, item: FakeComment) -> dict[str, Any]:
         api = f"http://127.0.0.1:{self.port}/repos/{repo.owner}/{repo.name}"
@@ -457,6 +528,11 @@ class FakeGitHub:
                 rows = self._list_issues(repo, params)
             elif parts[4:] == ["comments"]:
                 rows = self._list_comments(repo, params, None, visible_before)
+            elif len(parts) == 5 and parts[4].isdigit():
+                number = int(parts[4])
+                if number not in repo.issues:
+                    raise LookupError(number)
+                return self._single_issue_json(repo, repo.issues[number]), None
             elif len(parts) == 6 and parts[5] == "events":
                 number = int(parts[4])
                 if number not in repo.issues:

@@ -18,7 +18,11 @@ method per branch:
    unclearable occupant -> skipped, `session_occupied`, delivery kept (AC8); any other
    failure -> failed, delivery released (AC9);
 7. close events terminate the harness (scrollback kept) and close the record, only once
-   tmux says the harness is gone (a silent tmux leaves the close to be retried).
+   tmux says the harness is gone (a silent tmux leaves the close to be retried); a busy
+   harness is ended only at its next idle moment or once `close_grace` has passed
+   (issue 20: a close by someone else never cuts a turn short);
+8. an event that may not start an agent (`Event.spawns` false: a CI result, a PR's
+   closing) for an item without an active session -> skipped, `not_taken_on`.
 
 Failed outcomes are transient (`TRANSIENT_REASONS`: retried by the inbox without using
 up an attempt) or definite (counted against the attempt budget).
@@ -74,6 +78,7 @@ TRANSIENT_REASONS = frozenset(
         "harness_not_ready",
         "harness_blocked",
         "launch_unavailable",
+        "harness_busy",
     }
 )
 
@@ -149,6 +154,8 @@ class Dispatcher:
         sleep: Callable[[float], None] = time.sleep,
         workspaces: Workspaces | None = None,
         paste_gate: PasteGate | None = None,
+        close_grace: float = 600.0,
+        close_quiet: float = 1.0,
     ) -> None:
         self.store = store
         self.tmux = tmux
@@ -176,6 +183,13 @@ class Dispatcher:
         self._sleep = sleep
         self.workspaces = workspaces
         self.paste_gate = paste_gate
+        # A close waits for the harness's idle moment at most `close_grace` seconds,
+        # counted from the first time this dispatcher found it busy (monotonic clock);
+        # `close_quiet`: how long a screen must stay still to read as idle when the
+        # adapter cannot tell (see `_harness_busy`).
+        self.close_grace = close_grace
+        self.close_quiet = close_quiet
+        self._close_waits: dict[str, float] = {}
 
     # -- entry points ----------------------------------------------------------------
 
@@ -311,14 +325,22 @@ class Dispatcher:
 
     def _decide(self, event: Event) -> Outcome:
         if event.kind is EventKind.CLOSED:
-            return self._close(event.work_item, event.delivery_id)
+            return self._close(event.work_item, event.delivery_id, event)
         record = self.store.registry.get(event.work_item)
         carried = self._carried_by_spawn(event, record)
         if carried is not None:
             return carried
+        if (record is None or not record.active) and not event.spawns:
+            return self._not_taken_on(event)
         if record is None or not record.active:
             return self._first_spawn(event, record)
         return self._deliver(record, event)
+
+    def _not_taken_on(self, event: Event) -> Outcome:
+        """An event only for an agent already at work (a CI result, a PR's closing)
+        meets an item nobody took on: it starts nothing (issue 20)."""
+        self._emit("dispatch.not_taken_on", event, event.work_item, kind=event.kind.value)
+        return Outcome(OutcomeKind.SKIPPED, "not_taken_on", "the item has no active session")
 
     # -- 1b. an earlier attempt's harness already holds the event ----------------------------
 
@@ -899,21 +921,37 @@ class Dispatcher:
 
     # -- 7. close ----------------------------------------------------------------------------
 
-    def _close(self, ref: WorkItemRef, delivery_id: str | None) -> Outcome:
+    def _close(
+        self, ref: WorkItemRef, delivery_id: str | None, event: Event | None = None
+    ) -> Outcome:
         """Close settles only once the harness is gone: a tmux that does not answer
         leaves the record active and the close retried (transient), so a close handled
-        during a stall still ends the agent once tmux answers."""
+        during a stall still ends the agent once tmux answers. A busy harness is left to
+        finish its turn (`harness_busy`, transient) until `close_grace` runs out."""
         record = self.store.registry.get(ref)
         if record is None or not record.active:
             return _processed("no_active_session")
         terminated = None
         if self.kill_harness_on_close:
+            # A ticket's close waits for the turn; the operator's `sessions stop` (no
+            # event) ends the harness at once, as asked.
+            waiting = (
+                None if event is None else self._close_waits_for_idle(record, delivery_id, event)
+            )
+            if waiting is not None:
+                return waiting
             gone = self._end_harness(record)
             if gone is not None:
                 return self._close_failed(ref, delivery_id, gone)
             terminated = True
+        waited = self._close_waits.pop(delivery_id or "", None)
         self.store.registry.close(ref)
-        workspace = self._release_workspace(ref, delivery_id, record.tmux_name)
+        keep = event is not None and event.keep_workspace
+        workspace = (
+            self._keep_workspace(ref)
+            if keep
+            else self._release_workspace(ref, delivery_id, record.tmux_name)
+        )
         self.events.emit(
             "session.closed",
             source=SOURCE,
@@ -923,10 +961,68 @@ class Dispatcher:
                 "tmux_name": record.tmux_name,
                 "terminated": terminated,
                 "harness_kept": not self.kill_harness_on_close,
+                # who closed it: a login, "" when the ingress could not say
+                "closed_by": None if event is None else _one_line(event.actor)[:100],
+                "waited_seconds": None if waited is None else round(time.monotonic() - waited, 1),
                 **workspace,
             },
         )
         return _processed("closed")
+
+    def _keep_workspace(self, ref: WorkItemRef) -> dict[str, Any]:
+        """A close by someone who is not an authorized actor leaves the worktree and its
+        branch in place: a reopen and relabel resumes there."""
+        if self.workspaces is None:
+            return {}
+        return {"workspace": str(self.workspaces.path_for(ref)), "workspace_kept": True}
+
+    def _close_waits_for_idle(
+        self, record: SessionRecord, delivery_id: str | None, event: Event | None
+    ) -> Outcome | None:
+        """None when the harness may be ended now (idle, gone, or the grace is over);
+        else a transient `harness_busy`, so the inbox tries the close again later."""
+        key = delivery_id or f"close:{record.work_item}"
+        first = self._close_waits.get(key)
+        if first is not None and time.monotonic() - first >= self.close_grace:
+            return None
+        if not self._harness_busy(record):
+            return None
+        if first is None:
+            self._close_waits[key] = time.monotonic()
+            self._emit(
+                "session.close_deferred",
+                event,
+                record.work_item,
+                tmux_name=record.tmux_name,
+                closed_by=None if event is None else _one_line(event.actor)[:100],
+                grace_seconds=self.close_grace,
+            )
+        return _failed(
+            "harness_busy",
+            f"{record.tmux_name} is mid-turn: it is closed at its next idle moment "
+            f"(at most {self.close_grace:g}s after the close was first held back)",
+        )
+
+    def _harness_busy(self, record: SessionRecord) -> bool:
+        """Is the harness mid-turn? The adapter's own reading of its screen when it has
+        one (`activity(view)`: "busy", "idle" or "unknown"); otherwise a screen that
+        changes within `close_quiet` seconds is a harness at work. No answer from tmux
+        reads as not busy: the termination's own calls say what tmux can."""
+        try:
+            view = self.tmux.pane_view(record.tmux_name, capture=True)
+        except TmuxUnavailable:
+            return False
+        if view is None or view.dead or view.screen is None:
+            return False
+        activity = _capability(self.adapter, "activity", lambda view: "unknown")(view)
+        if activity in ("busy", "idle"):
+            return bool(activity == "busy")
+        self._sleep(self.close_quiet)
+        try:
+            later = self.tmux.pane_view(record.tmux_name, capture=True)
+        except TmuxUnavailable:
+            return False
+        return later is not None and not later.dead and later.screen != view.screen
 
     def _release_workspace(
         self, ref: WorkItemRef, delivery_id: str | None, tmux_name: str

@@ -57,6 +57,8 @@ EVENT_TYPES = frozenset(
         "inbox.error",
         "daemon.state_lost",
         "session.moved",
+        "dispatch.not_taken_on",
+        "session.close_deferred",
     }
 )
 

@@ -174,6 +174,12 @@ class Event:
     # framing header: "pull request #12, review comment on src/app.py line 40". Empty
     # for an ordinary comment on the item.
     subject: str = ""
+    # False: the event is only for an item already taken on (an active session); it
+    # never starts an agent (a CI result, a PR's closing: issue 20).
+    spawns: bool = True
+    # A close by someone who is not an authorized actor keeps the item's workspace, so
+    # a reopen resumes where the agent was (issue 20).
+    keep_workspace: bool = False
 
     def __post_init__(self) -> None:
         if not self.delivery_id:
@@ -199,6 +205,10 @@ class Event:
         }
         if self.subject:  # absent when empty: rows written before it read back the same
             out["subject"] = self.subject
+        if not self.spawns:  # absent when default, likewise
+            out["spawns"] = "false"
+        if self.keep_workspace:
+            out["keepWorkspace"] = "true"
         return out
 
     @classmethod
@@ -215,6 +225,8 @@ class Event:
                 created_at=datetime.fromisoformat(data["createdAt"]),
                 comment_id=None if data.get("commentId") is None else str(data["commentId"]),
                 subject=str(data.get("subject") or ""),
+                spawns=str(data.get("spawns", "true")) != "false",
+                keep_workspace=str(data.get("keepWorkspace", "false")) == "true",
             )
         except (KeyError, TypeError) as exc:
             raise ValueError(f"malformed stored event: {exc!r}") from None

@@ -59,6 +59,8 @@ class IssueInfo:
     updated_at: datetime
     closed_at: datetime | None
     is_pr: bool = False  # the issues API lists pull requests too
+    state_reason: str = ""  # "reopened" once an issue was closed and opened again
+    closed_by: str = ""  # only a single issue's GET (and the webhook's sender) say it
 
 
 @dataclass(frozen=True)
@@ -77,9 +79,11 @@ def source_name(repository: str) -> str:
     return f"github:{repository.lower()}"
 
 
-def opened_delivery_id(repository: str, number: int) -> str:
-    """One opening per item: the poller and the webhook derive the same id."""
-    return f"opened:github:{repository.lower()}#{number}"
+def opened_delivery_id(repository: str, number: int, again: datetime | None = None) -> str:
+    """One opening per item: the poller and the webhook derive the same id. `again`:
+    the time a reopened item was labeled again (a new opening, a new id)."""
+    base = f"opened:github:{repository.lower()}#{number}"
+    return base if again is None else f"{base}:{_stamp(again)}"
 
 
 def closed_delivery_id(repository: str, number: int, closed_at: datetime | None) -> str:
@@ -153,7 +157,17 @@ def parse_issue(obj: Any, what: str = "issue") -> IssueInfo:
         updated_at=parse_time(obj.get("updated_at"), f"{what}.updated_at"),
         closed_at=parse_time(closed, f"{what}.closed_at") if closed else None,
         is_pr=isinstance(obj.get("pull_request"), dict),
+        state_reason=_str(obj, "state_reason", what, optional=True)
+        if isinstance(obj.get("state_reason"), str)
+        else "",
+        closed_by=_closed_by(obj),
     )
+
+
+def _closed_by(obj: dict[str, Any]) -> str:
+    user = obj.get("closed_by")
+    login = user.get("login") if isinstance(user, dict) else None
+    return login if isinstance(login, str) else ""
 
 
 def issue_number_from_url(url: str, what: str) -> int:
@@ -244,6 +258,9 @@ class CheckInfo:
     pr_numbers: tuple[int, ...]
     url: str
     completed_at: datetime
+    # The PRs among `pr_numbers` whose head is in the repository itself (head.repo ==
+    # base.repo): only their results are routed by the webhook (issue 20).
+    own_pr_numbers: tuple[int, ...] = ()
 
 
 def _number_from_url(url: str, what: str) -> int:
@@ -301,11 +318,13 @@ def parse_check(obj: Any, what: str) -> CheckInfo:
     prs = obj.get("pull_requests") or []
     if not isinstance(prs, list):
         raise ParseError(f"{what}.pull_requests: expected a list")
-    numbers = tuple(
-        p["number"]
+    listed = [
+        p
         for p in prs
         if isinstance(p, dict) and isinstance(p.get("number"), int) and p["number"] > 0
-    )
+    ]
+    numbers = tuple(p["number"] for p in listed)
+    own = tuple(p["number"] for p in listed if _head_is_base(p))
     app = obj.get("app") if what == "check_suite" else None
     name = obj.get("name") if what == "check_run" else (app or {}).get("name")
     completed = obj.get("completed_at") if what == "check_run" else obj.get("updated_at")
@@ -317,7 +336,24 @@ def parse_check(obj: Any, what: str) -> CheckInfo:
         head_branch=_str(suite, "head_branch", what, optional=True),
         head_sha=_str(obj, "head_sha", what, optional=True),
         pr_numbers=numbers,
+        own_pr_numbers=own,
         url=_str(obj, "html_url", what, optional=True)
         or _str(obj, "details_url", what, optional=True),
         completed_at=parse_time(completed, f"{what}.completed_at"),
     )
+
+
+def _head_is_base(pr: dict[str, Any]) -> bool:
+    """A check payload's PR entry whose head repository is its base repository (by id,
+    else by API url); unknown is not."""
+
+    def repo(side: str) -> Any:
+        part = pr.get(side)
+        found = part.get("repo") if isinstance(part, dict) else None
+        return found if isinstance(found, dict) else {}
+
+    head, base = repo("head"), repo("base")
+    for key in ("id", "url"):
+        if head.get(key) is not None and base.get(key) is not None:
+            return bool(head[key] == base[key])
+    return False

@@ -31,6 +31,7 @@ from .rules import (
     pr_closed_event,
     pr_comment_event,
     pr_opened_event,
+    pull_counts,
     review_comment_event,
     review_event,
     review_worth_routing,
@@ -90,17 +91,21 @@ class PullTracker:
                 continue
             self.targets[pr.number] = target
             known = self.pulls.get(key)
+            # Its own activity (closing, CI) counts only for a PR from the repository
+            # itself or by an authorized author (issue 20); people's text is checked
+            # person by person.
+            trusted = not pull_counts(pr, self.authorized, self.own)
             if pr.state == "open":
                 entry = known or {"since": now_iso, "checks_etag": None}
                 if entry.get("sha") != pr.head_sha:
                     entry["checks_etag"] = None
-                entry.update(target=str(target), sha=pr.head_sha)
+                entry.update(target=str(target), sha=pr.head_sha, trusted=trusted)
                 self.pulls[key] = entry
             else:
                 self.pulls.pop(key, None)
             if pr.created_at and pr.created_at >= start and self._person_ok(pr.author, pr.body):
                 events.append(pr_opened_event(target, self.repository, pr))
-            if pr.closed_at and pr.closed_at >= start:
+            if pr.closed_at and pr.closed_at >= start and trusted:
                 events.append(pr_closed_event(target, self.repository, pr, pr.merged))
             events.extend(self._reviews(target, pr.number, start))
         return events
@@ -152,8 +157,8 @@ class PullTracker:
         """Failed check runs on the head of every open linked PR (conditional)."""
         out = []
         for _, entry in sorted(self.pulls.items()):
-            if not entry.get("sha"):
-                continue
+            if not entry.get("sha") or entry.get("trusted") is not True:
+                continue  # a fork's PR by an outsider: its CI is not an agent's business
             listing = self.github.list_all(
                 f"repos/{self.repository}/commits/{entry['sha']}/check-runs",
                 {"status": "completed", "per_page": PER_PAGE},

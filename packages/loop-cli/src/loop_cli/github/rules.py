@@ -45,9 +45,11 @@ __all__ = [
     "pr_closed_event",
     "pr_comment_event",
     "pr_opened_event",
+    "pull_counts",
     "review_comment_event",
     "review_event",
     "review_worth_routing",
+    "safe_path",
 ]
 
 # Check conclusions an agent should hear about: the others (success, neutral, skipped,
@@ -82,6 +84,15 @@ class PullRequest:
     created_at: datetime | None = None
     updated_at: datetime | None = None
     closed_at: datetime | None = None
+    # OWNER/REPO the head branch lives in: the watched repository itself, or a fork
+    # ("" when GitHub did not say, e.g. a deleted fork: never taken for the repository).
+    head_repo: str = ""
+
+    @property
+    def from_repository(self) -> bool:
+        """Is its head branch in the watched repository itself (not a fork)? Only people
+        with write access can push there."""
+        return bool(self.head_repo) and self.head_repo.lower() == self.repository.lower()
 
 
 def parse_pull(obj: Any, repository: str, what: str = "pull_request") -> PullRequest:
@@ -106,8 +117,11 @@ def parse_pull(obj: Any, repository: str, what: str = "pull_request") -> PullReq
         return value if isinstance(value, str) else ""
 
     closed = obj.get("closed_at")
+    head_repo = head.get("repo")
+    head_name = head_repo.get("full_name") if isinstance(head_repo, dict) else None
     return PullRequest(
         repository=repository,
+        head_repo=head_name if isinstance(head_name, str) else "",
         number=number,
         body=text("body"),
         head_ref=head["ref"],
@@ -149,10 +163,11 @@ def branch_item(head_ref: str, repository: str) -> WorkItemRef | None:
 
 
 def link_target(pr: PullRequest, *, session_per_pr: bool) -> WorkItemRef | None:
-    """The work item a PR's activity goes to: the item of its `loop/<slug>` branch, else
-    the first issue its body closes, else the PR itself (with `session_per_pr`), else
-    None (the activity is not routed)."""
-    by_branch = branch_item(pr.head_ref, pr.repository)
+    """The work item a PR's activity goes to: the item of its `loop/<slug>` branch (a
+    branch of the repository itself: a fork may name its branch anything), else the
+    first issue its body closes, else the PR itself (with `session_per_pr`), else None
+    (the activity is not routed)."""
+    by_branch = branch_item(pr.head_ref, pr.repository) if pr.from_repository else None
     if by_branch is not None:
         return by_branch
     numbers = [n for n in closing_numbers(pr.body, pr.repository) if n != pr.number]
@@ -181,11 +196,31 @@ def person_counts(author: str, body: str, authorized: frozenset[str], own: str |
     return ""
 
 
-def _quoted(text: str, limit: int = 200) -> str:
-    """Text from a payload (a file path, a check's name) as it goes into the framing's
-    header line, outside the fence: quoted, one line, bounded, so it reads as a name."""
-    flat = " ".join(text.replace("`", "'").split())
-    return "`" + (flat if len(flat) <= limit else flat[: limit - 1] + "\u2026") + "`"
+def pull_counts(pr: PullRequest, authorized: frozenset[str], own: str | None) -> str:
+    """ "" when a PR's own activity (its closing, its CI results) may reach an agent:
+    its head is in the watched repository itself, or its author is an authorized actor
+    or the-loop's own account (issue 20); else why not. Anyone can open a PR from a
+    fork, name its branch `loop/<slug>`, write `Fixes #N` and close it again."""
+    login = pr.author.lower()
+    if pr.from_repository or login in authorized or (own and login == own):
+        return ""
+    return (
+        f"pull request #{pr.number} is from a fork and its author {pr.author} "
+        "is not an authorized actor"
+    )
+
+
+_PATH_MAX = 120
+_SAFE_PATH = re.compile(r"[A-Za-z0-9._/+@=,-]+")
+
+
+def safe_path(path: str) -> str | None:
+    """A file path as it may stand outside the fence: `quoted` when it is made of
+    ordinary path characters (no spaces, no punctuation a sentence needs) and bounded,
+    else None: the caller puts it inside the fence instead (issue 20)."""
+    if 0 < len(path) <= _PATH_MAX and _SAFE_PATH.fullmatch(path) and ".." not in path.split("/"):
+        return f"`{path}`"
+    return None
 
 
 def _pr_words(number: int) -> str:
@@ -206,32 +241,44 @@ def pr_comment_event(target: WorkItemRef, repository: str, comment: Any) -> Even
         created_at=comment.created_at,
         comment_id=str(comment.id),
         subject=_subject(target, comment.issue_number, "comment"),
+        spawns=_own_item(target, comment.issue_number),
     )
 
 
 def review_comment_event(target: WorkItemRef, repository: str, comment: Any) -> Event:
     from .parse import review_comment_delivery_id
 
-    where = _quoted(comment.path) if comment.path else "the diff"
+    shown = safe_path(comment.path)
+    body = comment.body
+    if shown is not None:
+        where = shown
+    elif comment.path:  # an unusual path is data: inside the fence, with the comment
+        where = "a file named in the text"
+        body = f"(file: {' '.join(comment.path.split())})\n\n{comment.body}"
+    else:
+        where = "the diff"
     if comment.line is not None:
-        where += f" line {comment.line}"
+        where += f" line {int(comment.line)}"
     return Event(
         delivery_id=review_comment_delivery_id(repository, comment.id),
         work_item=target,
         kind=EventKind.COMMENT,
         actor=comment.author,
-        body=comment.body,
+        body=body,
         url=comment.url,
         created_at=comment.created_at,
         comment_id=f"review-comment:{comment.id}",
         subject=f"{_pr_words(comment.pr_number)}, review comment on {where}",
+        spawns=_own_item(target, comment.pr_number),
     )
 
 
 def review_event(target: WorkItemRef, repository: str, review: Any) -> Event:
     from .parse import review_delivery_id
 
-    state = review.state.replace("_", " ")
+    # The header names the state only from GitHub's own set (issue 20: nothing else
+    # from a payload stands outside the fence).
+    state = review.state.replace("_", " ") if review.state in _REVIEW_STATES else "submitted"
     return Event(
         delivery_id=review_delivery_id(repository, review.id),
         work_item=target,
@@ -241,7 +288,11 @@ def review_event(target: WorkItemRef, repository: str, review: Any) -> Event:
         url=review.url,
         created_at=review.submitted_at,
         subject=f"{_pr_words(review.pr_number)}, review: {state}",
+        spawns=_own_item(target, review.pr_number),
     )
+
+
+_REVIEW_STATES = frozenset({"approved", "changes_requested", "commented", "dismissed"})
 
 
 def review_worth_routing(review: Any) -> bool:
@@ -261,6 +312,7 @@ def pr_opened_event(target: WorkItemRef, repository: str, pr: Any) -> Event:
         url=pr.url,
         created_at=pr.created_at,
         subject=f"{_pr_words(pr.number)} opened",
+        spawns=_own_item(target, pr.number),
     )
 
 
@@ -277,6 +329,7 @@ def pr_closed_event(target: WorkItemRef, repository: str, pr: Any, merged: bool)
         url=pr.url,
         created_at=pr.closed_at or pr.updated_at,
         subject=f"{_pr_words(pr.number)} {what}",
+        spawns=False,  # news for an agent at work, never a reason to start one
     )
 
 
@@ -285,16 +338,27 @@ def check_event(target: WorkItemRef, repository: str, check: Any) -> Event:
 
     name = check.name or f"check {check.what}"
     on = f"branch {check.head_branch}" if check.head_branch else f"commit {check.head_sha[:12]}"
+    conclusion = check.conclusion.replace("_", " ")
     return Event(
         delivery_id=check_delivery_id(repository, check.what, check.id, check.conclusion),
         work_item=target,
         kind=EventKind.COMMENT,
         actor="CI",
-        body=f"{name}: {check.conclusion.replace('_', ' ')} on {on}.",
+        # The job's name and branch are chosen by whoever wrote the workflow: they stay
+        # in the body, inside the fence; the header says only the check's id.
+        body=f"{name}: {conclusion} on {on}.",
         url=check.url,
         created_at=check.completed_at,
-        subject=f"CI {check.conclusion.replace('_', ' ')}: {_quoted(name)}",
+        subject=f"CI {conclusion}: check {check.what} {int(check.id)}",
+        spawns=False,  # a CI result reaches an agent at work, never starts one
     )
+
+
+def _own_item(target: WorkItemRef, number: int) -> bool:
+    """May this PR activity start an agent? Only for the PR's own item (`sessionPerPr`,
+    the operator's opt-in): an issue it links to is taken on by its label alone, so a
+    `Fixes #88` never starts #88's agent (issue 20)."""
+    return target.number == number
 
 
 def _subject(target: WorkItemRef, number: int, what: str) -> str:
@@ -371,8 +435,12 @@ def comment_delivery(repository: str, comment_id: int | str) -> str:
     return comment_delivery_id(source_name(repository), str(comment_id))
 
 
-def comment_event(repository: str, comment: Any, rules: Rules) -> Event | Ignored:
-    """An issue comment's Event, or why it is ignored."""
+def comment_event(
+    repository: str, comment: Any, rules: Rules, *, spawns: bool = True
+) -> Event | Ignored:
+    """An issue comment's Event, or why it is ignored. `spawns` false (the issue is
+    closed): it reaches an agent still at work, and never starts one again after the
+    close (which may be waiting for the agent's idle moment)."""
     ignored = rules.comment_ignored(comment)
     if ignored is not None:
         return ignored
@@ -385,16 +453,23 @@ def comment_event(repository: str, comment: Any, rules: Rules) -> Event | Ignore
         url=comment.url,
         created_at=comment.created_at,
         comment_id=str(comment.id),
+        spawns=spawns,
     )
 
 
-def opened_event(repository: str, issue: Any) -> Event:
-    """An item taken on (labeled): its title and body open the session."""
+def opened_event(repository: str, issue: Any, labeled_at: datetime | None = None) -> Event:
+    """An item taken on (labeled): its title and body open the session.
+
+    A reopened issue labeled again is a new opening (issue 20): its delivery id carries
+    the labeling's time (`labeled_at`: the webhook's `issue.updated_at`, the poller's
+    label event), so it is not answered `duplicate` of the first opening, and the two
+    ingresses still agree on it."""
     from .parse import opened_delivery_id
 
     body = issue.title if not issue.body else f"{issue.title}\n\n{issue.body}"
+    again = labeled_at or issue.updated_at if issue.state_reason == "reopened" else None
     return Event(
-        delivery_id=opened_delivery_id(repository, issue.number),
+        delivery_id=opened_delivery_id(repository, issue.number, again),
         work_item=_ref(repository, issue.number),
         kind=EventKind.OPENED,
         actor=issue.author,
@@ -404,17 +479,20 @@ def opened_event(repository: str, issue: Any) -> Event:
     )
 
 
-def closed_event(repository: str, issue: Any) -> Event:
-    """An item closed. The actor is empty on both paths: a REST listing does not say
-    who closed it, and a closing carries no text to attribute."""
+def closed_event(repository: str, issue: Any, closed_by: str, rules: Rules) -> Event:
+    """An item closed, by `closed_by` (the webhook's sender, the poller's `closed_by`
+    of the issue; "" when GitHub did not say). A close by anyone who is not an
+    authorized actor keeps the item's workspace for a reopen (issue 20); the agent is
+    ended at its next idle moment either way (dispatcher)."""
     from .parse import closed_delivery_id
 
     return Event(
         delivery_id=closed_delivery_id(repository, issue.number, issue.closed_at),
         work_item=_ref(repository, issue.number),
         kind=EventKind.CLOSED,
-        actor="",
+        actor=closed_by,
         body="",
         url=issue.url,
         created_at=issue.closed_at or issue.updated_at,
+        keep_workspace=closed_by.lower() not in rules.authorized_actors,
     )

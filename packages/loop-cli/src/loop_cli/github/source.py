@@ -305,9 +305,22 @@ class GitHubSource:
         changed = seen is not None
         labeled = set(cursor.labeled)
         before = set(old.watched)
-        watched = labeled | set(active)
-        new_by_label = (labeled - before) - set(active)
-        new_by_session = {n: at for n, at in active.items() if n not in before}
+        listed = seen or {}
+        # A close seen now ends the item's session (its close is queued): it is no longer
+        # watched, so a reopen and relabel later is a new opening (issue 20). A reopened
+        # item labeled again opens even while its session is still active (the close
+        # may wait for the agent's idle moment): the opening queues behind the close.
+        closed_now = {n for n, issue in listed.items() if issue.state == "closed"}
+        reopened = {
+            n
+            for n, issue in listed.items()
+            if issue.state == "open" and issue.state_reason == "reopened"
+        }
+        watched = (labeled | set(active)) - closed_now
+        new_by_label = (labeled - before) - (set(active) - reopened)
+        new_by_session = {
+            n: at for n, at in active.items() if n not in before and n not in closed_now
+        }
         cursor.watched = sorted(watched)
         if changed or new_by_session:
             cursor.settle_until = _iso(now + self._settle)
@@ -317,7 +330,8 @@ class GitHubSource:
         # events; without it, the previous look bounds it (an extra comment of context
         # beats losing one written right after the label).
         since_look = _parse_time(old.polled_at)
-        labeled_at = {n: self._labeled_at(repository, n) or since_look for n in new_by_label}
+        label_times = {n: self._labeled_at(repository, n) for n in new_by_label}
+        labeled_at = {n: at or since_look for n, at in label_times.items()}
         cursor.polled_at = _iso(now)
         if changed or settling:
             for item in self._comments(repository, cursor, now):
@@ -325,7 +339,16 @@ class GitHubSource:
                 if pr_event is not None:
                     result.events.append(pr_event)
                     continue
-                self._consider(repository, item, own, watched, labeled_at, new_by_session, result)
+                self._consider(
+                    repository,
+                    item,
+                    own,
+                    watched,
+                    labeled_at,
+                    new_by_session,
+                    result,
+                    closed=closed_now,
+                )
             if pulls.targets:
                 result.events.extend(pulls.review_comments(comments_since))
         result.events.extend(pulls.checks())
@@ -333,7 +356,7 @@ class GitHubSource:
         for number in sorted(new_by_label):
             issue = (seen or {}).get(number)
             if issue is not None:
-                result.events.append(self._opened(repository, issue))
+                result.events.append(opened_event(repository, issue, label_times.get(number)))
         if not settling:
             cursor.settle_until = None
         return result
@@ -426,6 +449,8 @@ class GitHubSource:
         new_by_label: dict[int, datetime | None],
         new_by_session: dict[int, datetime],
         result: _RepoResult,
+        *,
+        closed: set[int] | frozenset[int] = frozenset(),
     ) -> None:
         """A listed comment becomes an event, a baseline id, or nothing."""
         if item.issue_number not in watched:
@@ -438,7 +463,7 @@ class GitHubSource:
             result.baseline.append(comment_delivery(repository, item.id))
             return
         rules = Rules.build(self.trigger_label, self._authorized_actors, own)
-        event = comment_event(repository, item, rules)
+        event = comment_event(repository, item, rules, spawns=item.issue_number not in closed)
         if isinstance(event, Event):
             result.events.append(event)
 
@@ -454,11 +479,20 @@ class GitHubSource:
             return since
         return max(since, _iso(latest - self._overlap))
 
-    def _opened(self, repository: str, issue: IssueInfo) -> Event:
-        return opened_event(repository, issue)
-
     def _closed(self, repository: str, issue: IssueInfo) -> Event:
-        return closed_event(repository, issue)
+        """A watched item's closing, with who closed it: a listing does not say, the
+        issue's own GET does (`closed_by`; one request per closing of a watched item).
+        Unknown stays "" (and keeps the workspace, as a close by someone else)."""
+        closed_by = issue.closed_by
+        if not closed_by:
+            try:
+                closed_by = parse_issue(
+                    self.github.get_json(f"repos/{repository}/issues/{issue.number}"), "issue"
+                ).closed_by
+            except (GitHubError, ParseError) as exc:
+                log.info("github: who closed %s#%d is unknown: %s", repository, issue.number, exc)
+        rules = Rules.build(self.trigger_label, self._authorized_actors)
+        return closed_event(repository, issue, closed_by, rules)
 
 
 def _full(listing: Listing) -> bool:

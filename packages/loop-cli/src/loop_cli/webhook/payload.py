@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from loop_dispatch import Event
+from loop_dispatch import Event, WorkItemRef
 
 from ..github.parse import ParseError, parse_comment, parse_issue
 from ..github.rules import Ignored, Rules, closed_event, comment_event, opened_event
@@ -61,7 +61,7 @@ def to_event(kind: str, payload: Any, rules: Rules) -> Event | Ignored:
         if kind == "issue_comment":
             if issue.is_pr:
                 return pulls.pr_issue_comment(action, payload, repository, issue, rules)
-            return _comment(action, payload, repository, issue.number, rules)
+            return _comment(action, payload, repository, issue, rules)
         if issue.is_pr:
             return Ignored("issues events of pull requests are handled as pull_request")
         return _issue(action, payload, repository, issue, rules)
@@ -72,12 +72,33 @@ def to_event(kind: str, payload: Any, rules: Rules) -> Event | Ignored:
 
 
 def _comment(
-    action: str, payload: dict[str, Any], repository: str, number: int, rules: Rules
+    action: str, payload: dict[str, Any], repository: str, issue: Any, rules: Rules
 ) -> Event | Ignored:
     if action != "created":
         return Ignored(f"issue_comment action {action!r} is not handled")
-    comment = parse_comment(payload.get("comment"), "comment", issue_number=number)
-    return comment_event(repository, comment, rules)
+    comment = parse_comment(payload.get("comment"), "comment", issue_number=issue.number)
+    event = comment_event(repository, comment, rules, spawns=issue.state == "open")
+    if isinstance(event, Event) and not _watched(issue, event.work_item, rules):
+        # Only the label (or `sessions start`) takes an item on, as via the poller.
+        return Ignored(
+            f"issue #{issue.number} is not watched (no open {rules.trigger_label!r} label, "
+            "no active session)"
+        )
+    return event
+
+
+def _watched(issue: Any, ref: WorkItemRef, rules: Rules) -> bool:
+    """Open and carrying the trigger label, or an item with an active session."""
+    if issue.state == "open" and rules.trigger_label in issue.labels:
+        return True
+    return rules.has_session is not None and rules.has_session(ref)
+
+
+def _sender(payload: dict[str, Any]) -> str:
+    """Who did it (a closing's actor); "" when the payload does not say."""
+    sender = payload.get("sender")
+    login = sender.get("login") if isinstance(sender, dict) else None
+    return login if isinstance(login, str) else ""
 
 
 def _issue(
@@ -94,5 +115,5 @@ def _issue(
             return Ignored("labeled item is closed")
         return opened_event(repository, issue)
     if action == "closed":
-        return closed_event(repository, issue)
+        return closed_event(repository, issue, _sender(payload), rules)
     return Ignored(f"issues action {action!r} is not handled")

@@ -5,6 +5,9 @@ with the poller so that one piece of activity is one delivery id by either road.
 A check payload names its branch and PR numbers but not the PRs' bodies: a failed
 check reaches the item of its `loop/<slug>` branch, or the PR's own item with
 `github.sessionPerPr`; a PR linked only by its body hears of its checks via the poller.
+Only checks of a PR whose head is in the repository itself are routed (a fork may name
+its branch `loop/<slug>`), and neither a check nor a PR's closing ever starts an agent
+(issue 20).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from ..github.rules import (
     pr_closed_event,
     pr_comment_event,
     pr_opened_event,
+    pull_counts,
     review_comment_event,
     review_event,
     review_worth_routing,
@@ -76,6 +80,9 @@ def to_event(
         if action == "opened":
             return _person(pr.author, pr.body, rules) or pr_opened_event(target, repository, pr)
         if action == "closed":
+            why = pull_counts(pr, rules.authorized_actors, rules.own_login)
+            if why:
+                return _ignored(why)
             return pr_closed_event(target, repository, pr, pr.merged)
         return _ignored(f"pull_request action {action!r} is not handled")
     if kind == "pull_request_review":
@@ -121,9 +128,15 @@ def _check(
     check = parse_check(payload.get(kind), kind)
     if check.conclusion not in FAILED_CONCLUSIONS:
         return _ignored(f"{kind} concluded {check.conclusion or 'without a conclusion'}")
+    if not check.own_pr_numbers:
+        # A fork's PR (GitHub lists none, or one whose head is another repository), or
+        # no PR at all: its branch name proves nothing.
+        return _ignored(f"{kind} is not of a pull request from {repository} itself")
     target = branch_item(check.head_branch, repository)
-    if target is None and rules.session_per_pr and check.pr_numbers:
-        target = WorkItemRef("github", repository, check.pr_numbers[0])
+    if target is None:
+        own = WorkItemRef("github", repository, check.own_pr_numbers[0])
+        if rules.session_per_pr or (rules.has_session is not None and rules.has_session(own)):
+            target = own
     if target is None:
         return _ignored(f"{kind} on a branch that is not loop/<slug> and no PR item")
     return check_event(target, repository, check)

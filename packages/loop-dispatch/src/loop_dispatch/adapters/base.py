@@ -99,6 +99,11 @@ class VerifiedAdapter:
     def readiness(self, view: PaneView) -> Readiness:
         return Readiness(READY)
 
+    def activity(self, view: PaneView) -> str:
+        """ "busy" (mid-turn), "idle", or "unknown" when the adapter cannot read it (the
+        dispatcher then watches whether the screen changes)."""
+        return "unknown"
+
     def resumable(self, conversation_id: str) -> bool:
         """Is there a saved conversation to resume? (unknown -> assume yes)"""
         return True
@@ -125,6 +130,9 @@ class CliAdapter(VerifiedAdapter):
     default_binary = "harness"
     state_env = ""
     default_state = ".harness"
+    # What the CLI shows on its screen while a turn runs (both Claude Code and Codex
+    # offer to interrupt it): a close waits for it to go (issue 20).
+    busy_markers: Sequence[str] = ("esc to interrupt",)
 
     def __init__(
         self,
@@ -155,6 +163,15 @@ class CliAdapter(VerifiedAdapter):
         if self._state_dir is None or not self.state_env:
             return {}
         return {self.state_env: str(self._state_dir)}
+
+    def activity(self, view: PaneView) -> str:
+        """Busy while the CLI offers to interrupt its turn (Claude Code 2.1.332 draws
+        "esc to interrupt"); without the marker, "unknown": the dispatcher then watches
+        the screen, so a CLI version that words it otherwise is never ended mid-turn
+        for want of it. A stand-in (`checks` off) draws none of the CLI's screens."""
+        if self.checks and screen_has(view.screen, *self.busy_markers):
+            return "busy"
+        return "unknown"
 
 
 def screen_has(screen: str | None, *needles: str) -> bool:
