@@ -157,9 +157,13 @@ def run_forever(
     stop: threading.Event,
     *,
     on_cycle: Callable[[dict[str, Any]], None] | None = None,
+    on_started: Callable[[], None] | None = None,
     max_cycles: int | None = None,
 ) -> int:
     """Poll every interval and drain the inbox until `stop` is set; returns the cycles.
+
+    `on_started` runs once this worker holds its host's lease, so a refused second
+    worker announces nothing before its one-line refusal.
 
     Raises GroundLost when the state directory or store is deleted or replaced under
     the daemon (the command exits non-zero so a supervisor restarts it on the real
@@ -181,6 +185,8 @@ def run_forever(
     heartbeat.beat(
         rt.store, SERVICE, stale_after=fresh, started=started, detail={"mode": "daemon"}, host=host
     )
+    if on_started is not None:
+        on_started()
     keeper = rt.start_fence_keeper(rt.lock_dir / DAEMON_LOCK)
     if keeper is not None and lease is not None:
         keeper.extend(lease.fence.deadline)

@@ -138,15 +138,17 @@ def start(ctx: click.Context, cycles: int | None, log_level: str, log_format: st
             if summary.get("result") == "standby":  # errors are logged as poll.error
                 log.debug(_line(summary))
 
+        def on_started() -> None:
+            log.info(
+                "the-loop poller: every %gs, tracker %s, state %s",
+                rt.config.polling.interval_seconds,
+                rt.config.tracker,
+                rt.state_dir,
+            )
+
         previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
-        log.info(
-            "the-loop poller: every %gs, tracker %s, state %s",
-            rt.config.polling.interval_seconds,
-            rt.config.tracker,
-            rt.state_dir,
-        )
         try:
-            n = run_forever(rt, stop, on_cycle=on_cycle, max_cycles=cycles)
+            n = run_forever(rt, stop, on_cycle=on_cycle, on_started=on_started, max_cycles=cycles)
         except GroundLost as exc:
             raise OperationalError(f"the-loop poller: stopping: {exc}") from None
         finally:
