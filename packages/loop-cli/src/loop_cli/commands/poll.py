@@ -115,12 +115,14 @@ def _interrupted(
 @click.pass_context
 def start(ctx: click.Context, cycles: int | None, log_level: str, log_format: str) -> None:
     """Poll in the foreground at polling.intervalSeconds and dispatch the inbox, until
-    SIGTERM or SIGINT (then within about 2 s plus one tmux timeout).
+    SIGTERM or SIGINT (then within about 2 s plus one tmux timeout); SIGHUP is logged
+    and ignored.
 
     Logs one line per decision (spawn, delivery, respawn, failure and its reason,
     give-up) to stderr; an idle cycle only at --log-level debug."""
     from loop_dispatch.drain import GroundLost
 
+    from ..daemon_signals import hangup_ignored
     from ..daemonlog import configured, daemon_logger
     from ..poller import daemon_lock, run_forever
 
@@ -128,7 +130,12 @@ def start(ctx: click.Context, cycles: int | None, log_level: str, log_format: st
     rt.source()  # refuse at once (exit 2) on a source that cannot be built
     rt.check_launch()
     log = daemon_logger()
-    with configured(log_level, log_format), daemon_lock(rt):  # one poller per state dir
+    # One poller per state dir; SIGHUP is logged and ignored.
+    with (
+        configured(log_level, log_format),
+        daemon_lock(rt),
+        hangup_ignored("the-loop poller"),
+    ):
         stop = threading.Event()
 
         def on_signal(signum: int, _frame: object) -> None:

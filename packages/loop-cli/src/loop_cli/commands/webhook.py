@@ -291,17 +291,20 @@ def _start(
         signed = "UNSIGNED (insecure)" if secret is None else "signature required"
         log.info("gh-webhook listening on http://%s:%d (%s; %s)", host, bound, mode, signed)
 
+    from ..daemon_signals import hangup_ignored
+
     try:
-        serve(
-            app,
-            host,
-            port,
-            heartbeat=heartbeat,
-            interval=HEARTBEAT_SECONDS,
-            on_started=announce,
-            limits=limits,
-            on_limit=lambda cause: rejected(503 if cause == "connections" else 408, cause),
-        )
+        with hangup_ignored("gh-webhook"):
+            serve(
+                app,
+                host,
+                port,
+                heartbeat=heartbeat,
+                interval=HEARTBEAT_SECONDS,
+                on_started=announce,
+                limits=limits,
+                on_limit=lambda cause: rejected(503 if cause == "connections" else 408, cause),
+            )
     except OSError as exc:
         raise OperationalError(
             f"gh-webhook: cannot listen on {host}:{port}: {exc.strerror}"

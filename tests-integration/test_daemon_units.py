@@ -1,0 +1,236 @@
+"""A daemon's restart never ends the agents: the shipped systemd units, the daemon's
+process group, and SIGHUP.
+
+Real processes and real signals: `poll start` runs in a process group (and session) of
+its own, as a service manager starts it, with the bundled demo agent on a private tmux
+server. The units in docs/systemd/ are checked by systemd's own `systemd-analyze
+verify`, with ExecStart pointed at this venv's `the-loop` (verify checks the binary).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from integration_support import wait_for
+
+ROOT = Path(__file__).resolve().parents[1]
+UNITS = sorted((ROOT / "docs" / "systemd").glob("*.service"))
+
+
+def _the_loop() -> str:
+    script = Path(sys.executable).parent / "the-loop"
+    return str(script) if script.exists() else shutil.which("the-loop") or "the-loop"
+
+
+class Loop:
+    """A config on a private tmux socket; the demo agent as harness; a tiny interval."""
+
+    def __init__(self, root: Path, socket: str) -> None:
+        (root / "work").mkdir(parents=True)
+        self.root = root
+        self.socket = socket
+        self.config = root / "config.yaml"
+        self.config.write_text(
+            yaml.safe_dump(
+                {
+                    "stateDir": str(root / "state"),
+                    "harness": {"cwd": str(root / "work")},
+                    "routing": {"tmuxSocket": socket},
+                    "polling": {"intervalSeconds": 0.3},
+                }
+            )
+        )
+        self.env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
+        self.env.update(
+            THE_LOOP_CONFIG=str(self.config),
+            THE_LOOP_DEMO_AGENT_DIR=str(root / "agent"),
+            HOME=str(root),
+            XDG_STATE_HOME=str(root / "xdg-state"),
+            XDG_CONFIG_HOME=str(root / "xdg-config"),
+            PYTHONUNBUFFERED="1",
+        )
+
+    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            [sys.executable, "-m", "loop_cli.main", *args],
+            capture_output=True,
+            text=True,
+            env=self.env,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode in (0, 1), f"the-loop {args}: {done.stdout}{done.stderr}"
+        return done
+
+    def daemon(self, out: Path) -> subprocess.Popen[bytes]:
+        """`poll start` in a new session: its own process group, as systemd starts it."""
+        with open(out, "wb") as sink:
+            return subprocess.Popen(
+                [sys.executable, "-m", "loop_cli.main", "poll", "start"],
+                env=self.env,
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    def sessions(self) -> list[dict[str, Any]]:
+        return json.loads(self.run("sessions", "list", "--format", "json").stdout)
+
+    def poller_heartbeat(self) -> str | None:
+        data = json.loads(self.run("status", "--format", "json").stdout)
+        for service in data["services"]:
+            if service.get("name") == "poller":
+                return service.get("lastBeat")
+        return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return not stat[stat.rfind(")") + 2 :].startswith("Z")
+
+
+def _end(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=30)
+
+
+@pytest.fixture
+def loop(tmp_path: Path, tmux_socket: str) -> Loop:
+    return Loop(tmp_path, tmux_socket)  # tmux_socket ends our private server
+
+
+@pytest.mark.tmux
+def test_ending_the_daemons_whole_process_group_leaves_the_agents_running(
+    loop: Loop, tmp_path: Path, tmux_server_pid
+) -> None:
+    loop.run("item", "open", "Keep me")
+    daemon = loop.daemon(tmp_path / "poller.out")
+    try:
+        assert wait_for(lambda: loop.sessions() and loop.sessions()[0]["presence"] == "live")
+        (row,) = loop.sessions()
+        (agent,) = row["pids"]
+        server = tmux_server_pid()
+        assert server is not None and _alive(agent)
+        # What a service manager does to the daemon's process group on stop.
+        os.killpg(daemon.pid, signal.SIGKILL)
+        daemon.wait(timeout=30)
+        assert os.getpgid(server) != daemon.pid
+        assert _alive(server), "the tmux server died with the daemon's process group"
+        assert _alive(agent), "the agent died with the daemon's process group"
+        # And the next daemon finds the same agent, untouched.
+        restarted = loop.daemon(tmp_path / "poller-2.out")
+        try:
+            assert wait_for(lambda: "poll cycle at" in (tmp_path / "poller-2.out").read_text())
+            (again,) = loop.sessions()
+            assert (again["presence"], again["pids"]) == ("live", [agent])
+        finally:
+            _end(restarted)
+    finally:
+        _end(daemon)
+
+
+@pytest.mark.tmux
+def test_sighup_does_not_stop_the_poller(loop: Loop, tmp_path: Path) -> None:
+    out = tmp_path / "poller.out"
+    daemon = loop.daemon(out)
+    try:
+        assert wait_for(lambda: "poll cycle at" in out.read_text())
+        before = loop.poller_heartbeat()
+        daemon.send_signal(signal.SIGHUP)
+        assert wait_for(lambda: "SIGHUP received and ignored" in out.read_text()), out.read_text()
+        # Still cycling, and its heartbeat moves on.
+        assert wait_for(lambda: loop.poller_heartbeat() != before, timeout=15)
+        assert daemon.poll() is None, out.read_text()
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        code = daemon.wait(timeout=30)
+    assert code == 0, out.read_text()
+    assert "stopped after" in out.read_text()
+
+
+@pytest.mark.tmux
+def test_sighup_does_not_stop_the_webhook_receiver(loop: Loop, tmp_path: Path) -> None:
+    out = tmp_path / "webhook.out"
+    with open(out, "wb") as sink:
+        receiver = subprocess.Popen(
+            [sys.executable, "-m", "loop_cli.main", "gh-webhook", "start", "--port", "0"],
+            env={**loop.env, "THE_LOOP_WEBHOOK_SECRET": "s3cret-for-the-test"},
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        assert wait_for(lambda: "listening on" in out.read_text()), out.read_text()
+        receiver.send_signal(signal.SIGHUP)
+        assert wait_for(lambda: "SIGHUP received and ignored" in out.read_text()), out.read_text()
+        assert receiver.poll() is None, out.read_text()
+    finally:
+        receiver.send_signal(signal.SIGTERM)
+        code = receiver.wait(timeout=30)
+    assert code == 0, out.read_text()
+    assert "gh-webhook stopped" in out.read_text()
+
+
+# -- the shipped unit files -----------------------------------------------------------
+
+
+def _unit_settings(path: Path) -> dict[str, str]:
+    settings: dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        if "=" in line and not line.lstrip().startswith(("#", ";", "[")):
+            key, _, value = line.partition("=")
+            settings[key.strip()] = value.strip()
+    return settings
+
+
+def test_the_units_ship_and_keep_the_agents_on_stop_and_restart() -> None:
+    names = sorted(p.name for p in UNITS)
+    assert names == ["the-loop-poller.service", "the-loop-webhook.service"]
+    guide = (ROOT / "docs" / "operator-guide.md").read_text()
+    for path in UNITS:
+        settings = _unit_settings(path)
+        # control-group (the default) would end the tmux server and every agent with it.
+        assert settings.get("KillMode") == "process", path.name
+        assert settings.get("KillSignal") == "SIGTERM", path.name
+        assert settings["ExecStart"].startswith("%h/.local/bin/the-loop "), path.name
+        assert f"docs/systemd/{path.name}" in guide, f"operator-guide.md does not name {path.name}"
+
+
+@pytest.mark.parametrize("unit", UNITS, ids=lambda p: p.name)
+def test_systemd_analyze_verifies_the_unit(unit: Path, tmp_path: Path) -> None:
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        pytest.skip("systemd-analyze is not installed (Debian package systemd; .ci/run adds it)")
+    # verify checks that ExecStart's program exists: point it at this venv's the-loop.
+    text = unit.read_text().replace("%h/.local/bin/the-loop", _the_loop())
+    copy = tmp_path / unit.name
+    copy.write_text(text)
+    done = subprocess.run(
+        [analyze, "verify", str(copy)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "SYSTEMD_LOG_COLOR": "0"},
+    )
+    assert done.returncode == 0, done.stderr
+    # Unknown keys and unparsable values are only warnings to systemd: none allowed.
+    complaints = [line for line in done.stderr.splitlines() if unit.name in line]
+    assert complaints == [], done.stderr
