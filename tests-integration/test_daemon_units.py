@@ -127,7 +127,8 @@ def test_ending_the_daemons_whole_process_group_leaves_the_agents_running(
         (row,) = loop.sessions()
         (agent,) = row["pids"]
         server = tmux_server_pid()
-        assert server is not None and _alive(agent)
+        assert server is not None
+        assert _alive(agent)
         # What a service manager does to the daemon's process group on stop.
         os.killpg(daemon.pid, signal.SIGKILL)
         daemon.wait(timeout=30)
