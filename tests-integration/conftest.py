@@ -20,6 +20,11 @@ from loop_tmux import Tmux
 HARNESS_DIR = Path(__file__).parent / "harness"
 # Test modules import integration_support (pytest runs in importlib mode).
 sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "packages" / "loop-cli" / "tests"))
+import leakguard  # noqa: E402 - shared with loop-cli's tests, found through the line above
+
+# A process a test started that outlives the run fails it (see leakguard.py).
+leakguard.register(globals())
 FAKE_HARNESS = HARNESS_DIR / "fake_harness.py"
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -19,6 +20,12 @@ import yaml
 from click.testing import CliRunner, Result
 
 from loop_tmux import Tmux
+
+sys.path.insert(0, str(Path(__file__).parent))
+import leakguard
+
+# A process a test started that outlives the run fails it (see leakguard.py).
+leakguard.register(globals())
 
 
 @pytest.fixture(autouse=True, scope="session")
