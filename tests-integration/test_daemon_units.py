@@ -9,88 +9,19 @@ verify`, with ExecStart pointed at this venv's `the-loop` (verify checks the bin
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
-import yaml
 from integration_support import wait_for
+from loop_rig import Loop, the_loop
 
 ROOT = Path(__file__).resolve().parents[1]
 UNITS = sorted((ROOT / "docs" / "systemd").glob("*.service"))
-
-
-def _the_loop() -> str:
-    script = Path(sys.executable).parent / "the-loop"
-    return str(script) if script.exists() else shutil.which("the-loop") or "the-loop"
-
-
-class Loop:
-    """A config on a private tmux socket; the demo agent as harness; a tiny interval."""
-
-    def __init__(self, root: Path, socket: str) -> None:
-        (root / "work").mkdir(parents=True)
-        self.root = root
-        self.socket = socket
-        self.config = root / "config.yaml"
-        self.config.write_text(
-            yaml.safe_dump(
-                {
-                    "stateDir": str(root / "state"),
-                    "harness": {"cwd": str(root / "work")},
-                    "routing": {"tmuxSocket": socket},
-                    "polling": {"intervalSeconds": 0.3},
-                }
-            )
-        )
-        self.env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
-        self.env.update(
-            THE_LOOP_CONFIG=str(self.config),
-            THE_LOOP_DEMO_AGENT_DIR=str(root / "agent"),
-            HOME=str(root),
-            XDG_STATE_HOME=str(root / "xdg-state"),
-            XDG_CONFIG_HOME=str(root / "xdg-config"),
-            PYTHONUNBUFFERED="1",
-        )
-
-    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(
-            [sys.executable, "-m", "loop_cli.main", *args],
-            capture_output=True,
-            text=True,
-            env=self.env,
-            timeout=120,
-            check=False,
-        )
-        assert done.returncode in (0, 1), f"the-loop {args}: {done.stdout}{done.stderr}"
-        return done
-
-    def daemon(self, out: Path) -> subprocess.Popen[bytes]:
-        """`poll start` in a new session: its own process group, as systemd starts it."""
-        with open(out, "wb") as sink:
-            return subprocess.Popen(
-                [sys.executable, "-m", "loop_cli.main", "poll", "start"],
-                env=self.env,
-                stdout=sink,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-
-    def sessions(self) -> list[dict[str, Any]]:
-        return json.loads(self.run("sessions", "list", "--format", "json").stdout)
-
-    def poller_heartbeat(self) -> str | None:
-        data = json.loads(self.run("status", "--format", "json").stdout)
-        for service in data["services"]:
-            if service.get("name") == "poller":
-                return service.get("lastBeat")
-        return None
 
 
 def _alive(pid: int) -> bool:
@@ -220,7 +151,7 @@ def test_systemd_analyze_verifies_the_unit(unit: Path, tmp_path: Path) -> None:
     if analyze is None:
         pytest.skip("systemd-analyze is not installed (Debian package systemd; .ci/run adds it)")
     # verify checks that ExecStart's program exists: point it at this venv's the-loop.
-    text = unit.read_text().replace("%h/.local/bin/the-loop", _the_loop())
+    text = unit.read_text().replace("%h/.local/bin/the-loop", the_loop())
     copy = tmp_path / unit.name
     copy.write_text(text)
     done = subprocess.run(

@@ -13,7 +13,7 @@ from .errors import OperationalError, UsageError
 from .fleet import ABSENT, DEAD, LIVE, read_fleet
 
 if TYPE_CHECKING:
-    from loop_dispatch import WorkItemRef
+    from loop_dispatch import Event, WorkItemRef
     from loop_dispatch.registry import SessionRecord
 
     from .runtime import Runtime
@@ -102,19 +102,24 @@ def _placements(rt: Runtime) -> dict[str, str] | None:
 def start(rt: Runtime, ref: WorkItemRef) -> dict[str, Any]:
     """Start (or confirm) the item's session; a GitHub item becomes watched by it.
 
-    An active, live session is left as it is. Otherwise a MANUAL event goes through the
-    dispatcher's decision tree (first spawn, or respawn with resume).
+    Refused (exit 2) for a ref of a tracker this config does not read, and for a closed
+    item. An active, live session is left as it is. A session never started begins
+    with the item's opening when it still waits in the inbox (same delivery id: the
+    drain then settles that row as a duplicate, never a second copy); a stopped one
+    resumes its recorded conversation; otherwise a MANUAL event goes through the
+    dispatcher's decision tree.
     """
-    if ref.source == "local":
-        from .tracker import LocalTracker
-
-        if LocalTracker(rt.store).get(ref) is None:
-            raise UsageError(f"no local item {ref}; open one with `the-loop item open`")
+    _require_tracker(rt, ref)
+    _require_open(rt, ref)
     record = rt.store.registry.get(ref)
     if record is not None and record.active and rt.tmux.probe(record.tmux_name).value == "live":
         return {"ref": str(ref), "outcome": "already-running", "tmuxName": record.tmux_name}
-    actor = _user()
-    outcome = rt.dispatcher.start(ref, START_PROMPT.format(actor=actor), actor=actor)
+    opening = _waiting_opening(rt, ref) if record is None else None
+    if opening is not None:
+        outcome = rt.dispatcher.dispatch(opening)
+    else:
+        actor = _user()
+        outcome = rt.dispatcher.start(ref, START_PROMPT.format(actor=actor), actor=actor)
     record = rt.store.registry.get(ref)
     row = {
         "ref": str(ref),
@@ -126,6 +131,41 @@ def start(rt: Runtime, ref: WorkItemRef) -> dict[str, Any]:
     if outcome.kind.value not in ("processed", "duplicate"):
         raise OperationalError(f"could not start {ref}: {outcome.detail or outcome.reason}")
     return row
+
+
+def _require_tracker(rt: Runtime, ref: WorkItemRef) -> None:
+    """A ref of the tracker this config reads; another's could never be updated."""
+    tracker = rt.config.tracker
+    if ref.source != tracker:
+        where = rt.loaded.path or "the embedded defaults"
+        raise UsageError(
+            f"{ref} is a {ref.source} item, but this config's tracker is {tracker} "
+            f"(key tracker in {where})"
+        )
+
+
+def _require_open(rt: Runtime, ref: WorkItemRef) -> None:
+    """A local item that exists and is open (a GitHub item's state is the source's to
+    report: a closed one closes its session at the next poll)."""
+    if ref.source != "local":
+        return
+    from .tracker import LocalTracker
+
+    item = LocalTracker(rt.store).get(ref)
+    if item is None:
+        raise UsageError(f"no local item {ref}; open one with `the-loop item open`")
+    if item.state == "closed":
+        raise UsageError(f"{ref} is closed; a closed item gets no session (open a new item)")
+
+
+def _waiting_opening(rt: Runtime, ref: WorkItemRef) -> Event | None:
+    """The item's opening event while it still waits in the inbox, undelivered."""
+    from loop_dispatch import EventKind
+
+    for entry in rt.store.inbox.entries(("pending",), work_item=str(ref)):
+        if entry.event is not None and entry.event.kind is EventKind.OPENED:
+            return entry.event
+    return None
 
 
 def stop(rt: Runtime, ref: WorkItemRef) -> dict[str, Any]:

@@ -333,6 +333,9 @@ class Dispatcher:
         if (record is None or not record.active) and not event.spawns:
             return self._not_taken_on(event)
         if record is None or not record.active:
+            if event.kind is EventKind.MANUAL and self._resumable(record):
+                assert record is not None
+                return self._reopen(event, record)
             return self._first_spawn(event, record)
         return self._deliver(record, event)
 
@@ -341,6 +344,42 @@ class Dispatcher:
         meets an item nobody took on: it starts nothing (issue 20)."""
         self._emit("dispatch.not_taken_on", event, event.work_item, kind=event.kind.value)
         return Outcome(OutcomeKind.SKIPPED, "not_taken_on", "the item has no active session")
+
+    # -- 2b. an operator's start of a stopped session: its conversation goes on ---------------
+
+    def _resumable(self, record: SessionRecord | None) -> bool:
+        """A closed record whose conversation this adapter can resume."""
+        return (
+            record is not None
+            and bool(record.conversation_id)
+            and record.harness == self.adapter.name
+            and self.adapter.can_resume
+        )
+
+    def _reopen(self, event: Event, previous: SessionRecord) -> Outcome:
+        """`sessions start` after `sessions stop`: the record is active again under its
+        conversation, and the harness is respawned resuming it (the respawn path: a
+        conversation with nothing saved falls back to a fresh one, `session.resume_failed`).
+        A live occupant takes the first-spawn path, which adopts ours or refuses a
+        stranger's."""
+        presence = self.tmux.probe(previous.tmux_name)
+        if presence is Presence.UNKNOWN:
+            raise TmuxUnavailable(f"tmux did not answer whether {previous.tmux_name} is live")
+        if presence is Presence.LIVE:
+            return self._first_spawn(event, previous)
+        cwd = self._workspace(event)
+        if isinstance(cwd, Outcome):
+            return cwd
+        record = self.store.registry.register(
+            event.work_item,
+            harness=previous.harness,
+            conversation_id=previous.conversation_id,
+            cwd=cwd,
+        )
+        outcome = self._respawn(record, event, presence)
+        if outcome.kind is not OutcomeKind.PROCESSED:
+            self._undo_register(event.work_item, previous)
+        return outcome
 
     # -- 1b. an earlier attempt's harness already holds the event ----------------------------
 

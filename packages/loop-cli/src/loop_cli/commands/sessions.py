@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import sys
+from typing import Any
 
 import click
 
@@ -95,11 +97,14 @@ def stop(ctx: click.Context, ref: str) -> None:
 @click.argument("refs", nargs=-1)
 @click.option("--all", "all_", is_flag=True, help="Every registered session.")
 @click.option("--dry-run", is_flag=True, help="Say what would happen; touch nothing.")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask on a terminal (--all asks).")
 @click.pass_context
-def reset(ctx: click.Context, refs: tuple[str, ...], all_: bool, dry_run: bool) -> None:
+def reset(ctx: click.Context, refs: tuple[str, ...], all_: bool, dry_run: bool, yes: bool) -> None:
     """Forget this machine's state for items: kill their tmux session, drop the record.
 
     The poll ledger is kept, so comments already handled are not forwarded again.
+    With --all on a terminal it first asks (--yes does not); without a terminal
+    (scripts, cron) it proceeds.
     """
     from loop_dispatch import RefError
 
@@ -126,6 +131,8 @@ def reset(ctx: click.Context, refs: tuple[str, ...], all_: bool, dry_run: bool) 
     if not plans:
         click.echo("no sessions registered; nothing to reset")
         return
+    if all_ and not dry_run and not yes:
+        confirm_bulk(f"reset {_counted(plans)}", plans)
     if dry_run:
         for plan in plans:
             click.echo(f"would reset {plan.ref} ({plan.presence}): {'; '.join(plan.actions())}")
@@ -150,6 +157,22 @@ def reset(ctx: click.Context, refs: tuple[str, ...], all_: bool, dry_run: bool) 
             err=True,
         )
         ctx.exit(stop.exit_code)
+
+
+def _counted(plans: list[Any]) -> str:
+    live = sum(1 for p in plans if p.presence == "live")
+    return f"{len(plans)} session(s), ending {live} live agent(s)"
+
+
+def confirm_bulk(what: str, plans: list[Any]) -> None:
+    """On a terminal, ask before a bulk action that ends agents; a "no" touches nothing
+    and exits 1. Without a terminal (scripts, cron) there is no one to ask."""
+    if not (sys.stdin.isatty() and sys.stderr.isatty()):
+        return
+    for plan in plans:
+        click.echo(f"  {plan.ref} ({plan.presence})", err=True)
+    if not click.confirm(f"{what}?", default=False, err=True):
+        raise OperationalError("not confirmed; nothing was reset (--yes skips this question)")
 
 
 @sessions.command("attach")
