@@ -503,3 +503,36 @@ def test_bodies_and_env_values_never_reach_the_event_log(
     assert len(events.read()) >= 4
     assert marker not in text
     assert secret not in text
+
+
+def test_a_manual_start_after_close_resumes_the_recorded_conversation(
+    fake_tmux, make_dispatcher, make_event, store, events
+):
+    """`sessions start` after `sessions stop`: the same conversation goes on; any other
+    event after a close still starts a new one (the close test above)."""
+    disp, record = _start(fake_tmux, make_dispatcher, make_event, store)
+    assert disp.close(record.work_item).reason == "closed"
+    fake_tmux.state.set_dead(NAME)
+    outcome = disp.start(record.work_item, "Carry on")
+    assert (outcome.kind, outcome.reason) == (OutcomeKind.PROCESSED, "respawned")
+    again = store.registry.get(record.work_item)
+    assert (again.status, again.conversation_id) == ("active", record.conversation_id)
+    argv = fake_tmux.state.sessions()[NAME]["argv"]
+    assert argv[:3] == ["claude", "--resume", record.conversation_id]
+    (respawned,) = events.read("session.respawned")
+    assert respawned["detail"]["resumed"] is True
+
+
+def test_a_manual_start_after_close_that_cannot_resume_restores_the_closed_record(
+    fake_tmux, make_dispatcher, make_event, store, events
+):
+    disp, record = _start(fake_tmux, make_dispatcher, make_event, store)
+    disp.close(record.work_item)
+    fake_tmux.state.set_dead(NAME)
+    closed = store.registry.get(record.work_item)
+    fake_tmux.state.set_fault("fail", {"new-session": "server exited unexpectedly"})
+    with fake_tmux.state.edit() as state:
+        del state["sessions"][NAME]
+    outcome = disp.start(record.work_item, "Carry on")
+    assert outcome.kind is OutcomeKind.FAILED
+    assert store.registry.get(record.work_item) == closed
