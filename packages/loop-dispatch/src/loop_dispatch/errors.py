@@ -24,10 +24,13 @@ class StoreError(DispatchError):
     and what is wrong.
     """
 
-    def __init__(self, path: Path | str, reason: str) -> None:
+    def __init__(self, path: Path | str, reason: str, *, gone: bool = False) -> None:
         super().__init__(f"state store {path}: {reason}")
         self.path = path
         self.reason = reason
+        # The store is not merely unreachable but no longer exists (a dropped database):
+        # waiting cannot bring it back, so a daemon stops instead of retrying.
+        self.gone = gone
 
 
 class StoreBusy(StoreError):

@@ -147,6 +147,12 @@ def _check_url(url: str) -> None:
         )
 
 
+def _database_missing(text: str) -> bool:
+    """Whether a connect failure says the database itself does not exist (SQLSTATE 3D000;
+    psycopg reports no code for connect failures, so the server's text is read)."""
+    return bool(re.search(r'database "[^"]*" does not exist', text))
+
+
 def _translate(exc: Exception) -> Exception:
     """psycopg's error as the standard library DB-API class callers already catch."""
     import psycopg
@@ -262,7 +268,10 @@ class PostgresDatabase:
                 application_name="the-loop",
             )
         except psycopg.Error as exc:
-            raise StoreError(self._location, f"cannot connect: {self._safe(exc)}") from None
+            text = self._safe(exc)
+            raise StoreError(
+                self._location, f"cannot connect: {text}", gone=_database_missing(text)
+            ) from None
 
     def _safe(self, exc: BaseException) -> str:
         text = one_line(exc)
@@ -283,9 +292,9 @@ class PostgresDatabase:
             try:
                 self._connect()
                 return self._conn
-            except StoreError:
-                if time.monotonic() >= deadline:
-                    raise
+            except StoreError as exc:
+                if exc.gone or time.monotonic() >= deadline:
+                    raise  # a dropped database does not come back by waiting
                 time.sleep(0.5)
 
     def close(self) -> None:

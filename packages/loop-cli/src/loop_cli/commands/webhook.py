@@ -228,6 +228,7 @@ def _start(
     from ..webhook.guard import Limits
     from ..webhook.seen import InboxAccept, LogAccept
     from ..webhook.server import serve
+    from ..webhook.statewatch import StateWatch
 
     store = rt.store
     lifespan = None
@@ -266,7 +267,7 @@ def _start(
     started = datetime.now(timezone.utc)
     stats = app.state.stats
 
-    def heartbeat() -> None:
+    def write_heartbeat() -> None:
         detail = {"host": host, "port": port, "route": route, **dict(stats)}
         beat(
             store,
@@ -276,6 +277,14 @@ def _start(
             detail=detail,
             host=rt.host_name,
         )
+
+    # Lost state (ground gone, database dropped, store silent past the stale window)
+    # stops the receiver like the poller: exit 1 with `daemon.state_lost`.
+    watch = StateWatch(
+        write_heartbeat,
+        ground=None if rt.fleet else rt.ground().check,
+        stale_after=HEARTBEAT_SECONDS * 3,
+    )
 
     running: list[int] = []
 
@@ -293,13 +302,14 @@ def _start(
 
     from ..daemon_signals import hangup_ignored
 
+    lost: str | None = None
     try:
         with hangup_ignored("gh-webhook"):
-            serve(
+            lost = serve(
                 app,
                 host,
                 port,
-                heartbeat=heartbeat,
+                heartbeat=watch.beat,
                 interval=HEARTBEAT_SECONDS,
                 on_started=announce,
                 limits=limits,
@@ -311,8 +321,15 @@ def _start(
         ) from None
     finally:
         failure = getattr(app.state, "drain_failure", None)
-        if running and not failure:  # a receiver that never listened must not overwrite
+        # A receiver that never listened must not overwrite; one whose store does not
+        # answer would only wait out another connect timeout.
+        if running and not failure and not lost and not watch.failing:
             stopped(store, SERVICE, started=started, detail=dict(stats), host=rt.host_name)
+    if lost:
+        rt.event_log.emit(
+            "daemon.state_lost", level="error", source="webhook", detail={"problem": lost}
+        )
+        raise OperationalError(f"gh-webhook: stopping: {lost}")
     if failure:
         raise OperationalError(f"gh-webhook: stopping: {failure[0]}")
     log.info("gh-webhook stopped")

@@ -31,14 +31,15 @@ def serve(
     host: str,
     port: int,
     *,
-    heartbeat: Callable[[], None] | None = None,
+    heartbeat: Callable[[], str | None] | None = None,
     interval: float = 15.0,
     on_started: Callable[[int], None] | None = None,
     log_level: str = "warning",
     limits: Limits | None = None,
     on_limit: Callable[[str], None] | None = None,
-) -> None:
-    """Serve until SIGTERM/SIGINT. Raises OSError when the address cannot be bound.
+) -> str | None:
+    """Serve until SIGTERM/SIGINT, or until `heartbeat` reports the daemon's state lost
+    (returned: one line). Raises OSError when the address cannot be bound.
 
     `limits` (see guard.py) bound how long a request may take to arrive and how many
     connections may be open; `on_limit(cause)` hears of each refused or cut one."""
@@ -74,6 +75,7 @@ def serve(
     )
     server = uvicorn.Server(config)
     done = threading.Event()
+    lost: list[str] = []
 
     def beat() -> None:
         while not server.started:
@@ -84,9 +86,18 @@ def serve(
         while True:
             if heartbeat is not None:
                 try:
-                    heartbeat()
+                    problem = heartbeat()
                 except Exception as exc:  # a busy store must not stop the receiver
-                    log.warning("webhook heartbeat not written: %s", type(exc).__name__)
+                    problem = None
+                    log.warning(
+                        "webhook heartbeat not written: %s: %s",
+                        type(exc).__name__,
+                        " ".join(str(exc).split())[:300],
+                    )
+                if problem:
+                    lost.append(problem)
+                    server.should_exit = True
+                    return
             if done.wait(interval):
                 return
 
@@ -108,6 +119,7 @@ def serve(
         sock.close()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+    return lost[0] if lost else None
 
 
 def _absorb_stop_signals(server: uvicorn.Server) -> dict[int, Any]:
