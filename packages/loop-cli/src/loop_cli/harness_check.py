@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import Config
+from .harness_state import HarnessState, harness_state
 
 __all__ = ["Finding", "HarnessReport", "check_harness"]
 
@@ -34,6 +35,7 @@ class HarnessReport:
     version: str
     tested: list[str]
     state_dir: str
+    state_source: str = ""  # how the state dir was found (harness_state.py)
     findings: list[Finding] = field(default_factory=list)
 
     @property
@@ -59,12 +61,8 @@ def _cwds(config: Config) -> list[Path]:
     return [Path(os.path.realpath(f)) for f in folders]
 
 
-def _claude(config: Config, state: Path, report: HarnessReport) -> None:
-    path = (
-        state / ".claude.json"
-        if config.harness.state_dir or os.environ.get("CLAUDE_CONFIG_DIR")
-        else Path.home() / ".claude.json"
-    )
+def _claude(config: Config, where: HarnessState, report: HarnessReport) -> None:
+    path = where.config_file or where.path / ".claude.json"
     try:
         data: Any = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -90,8 +88,8 @@ def _claude(config: Config, state: Path, report: HarnessReport) -> None:
         )
 
 
-def _codex(config: Config, state: Path, report: HarnessReport) -> None:
-    path = state / "config.toml"
+def _codex(config: Config, where: HarnessState, report: HarnessReport) -> None:
+    path = where.path / "config.toml"
     try:
         import tomllib  # type: ignore[import-not-found]  # 3.11+; 3.10 reads no TOML
 
@@ -126,9 +124,16 @@ def check_harness(config: Config, adapter: Any) -> HarnessReport:
         )
         return report
     program = config.harness.resolved_binary()
+    where = harness_state(config)
+    assert where is not None  # claude-code or codex
     state = Path(adapter.state_dir)
     version = _version(program)
-    report = HarnessReport(name, program, version, list(adapter.tested_versions), str(state))
+    report = HarnessReport(
+        name, program, version, list(adapter.tested_versions), str(state), where.source
+    )
+    # The adapter must read where the launched harness writes (docs/harnesses.md).
+    if where.mismatch is not None:
+        report.findings.append(Finding(False, where.mismatch))
     report.findings.append(
         Finding(bool(version), f"program found and answers --version: {program}")
     )
@@ -137,5 +142,5 @@ def check_harness(config: Config, adapter: Any) -> HarnessReport:
         report.findings.append(
             Finding(tested, f"version {version} is one the adapter was tested with")
         )
-    (_claude if name == "claude-code" else _codex)(config, state, report)
+    (_claude if name == "claude-code" else _codex)(config, where, report)
     return report

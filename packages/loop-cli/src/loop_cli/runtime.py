@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from loop_tmux import Tmux
 
     from .ground import Ground
+    from .harness_state import HarnessState
     from .rotation.restart import RestartDeps
 
 EVENT_SOURCE = "loop-cli"
@@ -40,17 +41,28 @@ RESTART_LOCK_TIMEOUT = 10.0  # sessions restart waits this long for a busy item
 STATE_FILE = "state.db"  # loop_dispatch.store keeps its SQLite file under this name
 
 
-def build_adapter(harness: HarnessConfig) -> HarnessAdapter:
-    """The harness adapter the config describes (generic without argv = the demo agent)."""
+def build_adapter(harness: HarnessConfig, state: HarnessState | None = None) -> HarnessAdapter:
+    """The harness adapter the config describes (generic without argv = the demo agent).
+
+    `state`: where the launched harness keeps its files (harness_state.py); the adapter
+    reads there. Without it, the harness's default as seen from this process."""
     from loop_dispatch.adapters import ClaudeCodeAdapter, CodexAdapter, GenericAdapter
 
+    read_dir = None if state is None else state.path
     if harness.adapter == "claude-code":
         return ClaudeCodeAdapter(
-            harness.resolved_binary(), harness.extra_args, state_dir=harness.state_dir
+            harness.resolved_binary(),
+            harness.extra_args,
+            state_dir=harness.state_dir,
+            read_dir=read_dir,
+            config_file=None if state is None else state.config_file,
         )
     if harness.adapter == "codex":
         return CodexAdapter(
-            harness.resolved_binary(), harness.extra_args, state_dir=harness.state_dir
+            harness.resolved_binary(),
+            harness.extra_args,
+            state_dir=harness.state_dir,
+            read_dir=read_dir,
         )
     fresh, resume = harness.generic_argv()
     return GenericAdapter(fresh, resume)
@@ -179,7 +191,9 @@ class Runtime:
 
     @cached_property
     def adapter(self) -> HarnessAdapter:
-        return build_adapter(self.config.harness)
+        from .harness_state import harness_state
+
+        return build_adapter(self.config.harness, harness_state(self.config))
 
     @cached_property
     def launcher(self) -> Launcher:

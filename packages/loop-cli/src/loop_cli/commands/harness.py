@@ -25,7 +25,9 @@ def check(ctx: click.Context) -> None:
         f"adapter: {report.adapter}  program: {report.program}  version: {report.version or '?'}"
     )
     if report.tested:
-        click.echo(f"tested with: {', '.join(report.tested)}  state dir: {report.state_dir}")
+        click.echo(f"tested with: {', '.join(report.tested)}")
+    if report.state_dir:
+        click.echo(f"state dir: {report.state_dir} (from {report.state_source})")
     for finding in report.findings:
         click.echo(f"  [{'ok' if finding.ok else 'MISSING'}] {finding.what}")
     ctx.exit(0 if report.ok else 1)

@@ -122,10 +122,12 @@ class VerifiedAdapter:
 class CliAdapter(VerifiedAdapter):
     """A coding-agent CLI: its program, extra arguments, and the folder it keeps its
     conversations in. `harness.stateDir` (here `state_dir`) reaches the CLI through the
-    variable `state_env` (`launch_env`), so the CLI writes where the adapter reads; unset,
-    both use the CLI's own default (the variable from our environment, else
-    `~/<default_state>`). `checks=False` only builds argv, for stand-ins that draw no
-    screen of the CLI and write none of its files."""
+    variable `state_env` (`launch_env`), so the CLI writes where the adapter reads.
+    Unset, the CLI picks its folder from the environment it is launched with; the caller
+    that composes that environment passes the folder it yields as `read_dir` (read
+    only, never injected), else both use the CLI's default as seen from our own
+    environment (the variable, else `~/<default_state>`). `checks=False` only builds
+    argv, for stand-ins that draw no screen of the CLI and write none of its files."""
 
     default_binary = "harness"
     state_env = ""
@@ -140,11 +142,13 @@ class CliAdapter(VerifiedAdapter):
         extra_args: Sequence[str] = (),
         *,
         state_dir: str | os.PathLike[str] | None = None,
+        read_dir: str | os.PathLike[str] | None = None,
         checks: bool = True,
     ) -> None:
         self.binary = self.default_binary if binary is None else binary
         self.extra_args = list(extra_args)
         self._state_dir = None if state_dir is None else Path(state_dir).expanduser()
+        self._read_dir = None if read_dir is None else Path(read_dir).expanduser()
         self.reads_screen = checks
         self.has_receipts = checks
         self.checks = checks
@@ -157,7 +161,8 @@ class CliAdapter(VerifiedAdapter):
 
     @property
     def state_dir(self) -> Path:
-        return self._state_dir or self.default_state_dir()
+        """Where the CLI writes its files: configured, else derived, else its default."""
+        return self._state_dir or self._read_dir or self.default_state_dir()
 
     def launch_env(self) -> dict[str, str]:
         if self._state_dir is None or not self.state_env:

@@ -20,6 +20,8 @@ observed by running it (tests-integration/test_real_harnesses.py keeps checking 
 from __future__ import annotations
 
 import itertools
+import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -98,12 +100,29 @@ class ClaudeCodeAdapter(CliAdapter):
     state_env = "CLAUDE_CONFIG_DIR"
     default_state = ".claude"
 
+    def __init__(
+        self,
+        binary: str | None = None,
+        extra_args: Sequence[str] = (),
+        *,
+        state_dir: str | os.PathLike[str] | None = None,
+        read_dir: str | os.PathLike[str] | None = None,
+        config_file: str | os.PathLike[str] | None = None,
+        checks: bool = True,
+    ) -> None:
+        super().__init__(binary, extra_args, state_dir=state_dir, read_dir=read_dir, checks=checks)
+        # `.claude.json` where the launched CLI reads it: in its config dir when one is
+        # set, else in its HOME (`config_file`, derived by the caller like `read_dir`).
+        self._config_file = None if config_file is None else Path(config_file).expanduser()
+
     def prepare_workspace(self, folder: Path) -> None:
         """Seed Claude Code's folder trust so a new worktree opens no trust dialog (in
-        `harness.stateDir` when set, else where Claude Code itself looks)."""
+        `harness.stateDir` when set, else where the launched Claude Code looks)."""
         from ..claude_trust import trust_folder
 
-        file = None if self._state_dir is None else self._state_dir / ".claude.json"
+        file = self._config_file
+        if self._state_dir is not None:
+            file = self._state_dir / ".claude.json"
         trust_folder(folder, file)
 
     def fresh_argv(self, prompt: str, conversation_id: str) -> list[str]:
