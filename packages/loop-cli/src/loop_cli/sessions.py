@@ -145,9 +145,9 @@ def _require_tracker(rt: Runtime, ref: WorkItemRef) -> None:
 
 
 def _require_open(rt: Runtime, ref: WorkItemRef) -> None:
-    """A local item that exists and is open (a GitHub item's state is the source's to
-    report: a closed one closes its session at the next poll)."""
-    if ref.source != "local":
+    """An item that exists and is open: the local tracker's row, or GitHub's answer."""
+    if ref.source == "github":
+        _require_open_on_github(rt, ref)
         return
     from .tracker import LocalTracker
 
@@ -156,6 +156,34 @@ def _require_open(rt: Runtime, ref: WorkItemRef) -> None:
         raise UsageError(f"no local item {ref}; open one with `the-loop item open`")
     if item.state == "closed":
         raise UsageError(f"{ref} is closed; a closed item gets no session (open a new item)")
+
+
+def _require_open_on_github(rt: Runtime, ref: WorkItemRef) -> None:
+    """Ask GitHub for the issue (or pull request): closed or missing is refused (exit 2);
+    GitHub not answering is an operational failure (exit 1), nothing started."""
+    import os
+
+    from .github.client import GitHubClient, GitHubError, PermanentError
+
+    gh = rt.config.github
+    token = os.environ.get(gh.token_env)
+    if not token:
+        raise UsageError(
+            f"cannot check {ref} on GitHub: the token variable github.tokenEnv="
+            f"{gh.token_env} is not set in this environment"
+        )
+    client = GitHubClient(token, gh.api_url)
+    path = f"/repos/{ref.project}/issues/{ref.number}"
+    try:
+        issue = client.get_json(path)
+    except GitHubError as exc:
+        if isinstance(exc, PermanentError) and exc.status == 404:
+            raise UsageError(f"no GitHub issue or pull request {ref}") from None
+        raise OperationalError(f"cannot read {ref} from GitHub: {exc}") from None
+    finally:
+        client.close()
+    if isinstance(issue, dict) and issue.get("state") == "closed":
+        raise UsageError(f"{ref} is closed on GitHub; a closed item gets no session")
 
 
 def _waiting_opening(rt: Runtime, ref: WorkItemRef) -> Event | None:
