@@ -526,11 +526,6 @@ class FakeGitHub:
             visible_before = self.now - timedelta(seconds=self.lag_seconds)
             if parts[4:] == []:
                 rows = self._list_issues(repo, params)
-            elif len(parts) == 5:  # one issue (or pull request), as GitHub answers it
-                number = int(parts[4]) if parts[4].isdigit() else -1
-                if number not in repo.issues:
-                    raise LookupError(number)
-                return self._issue_json(repo, repo.issues[number]), None
             elif parts[4:] == ["comments"]:
                 rows = self._list_comments(repo, params, None, visible_before)
             elif len(parts) == 5 and parts[4].isdigit():
