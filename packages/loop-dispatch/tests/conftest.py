@@ -4,6 +4,7 @@ a store, an event log, and the fake harness program (from tests-integration/harn
 from __future__ import annotations
 
 import shutil
+import sys
 import uuid
 from collections.abc import Iterator
 from datetime import datetime, timezone
@@ -19,6 +20,13 @@ from loop_tmux import Tmux
 
 REPO = Path(__file__).resolve().parents[3]
 FAKE_HARNESS = REPO / "tests-integration" / "harness" / "fake_harness.py"
+
+# A process a test started that outlives the run fails it (loop-cli's tests/leakguard.py,
+# shared by every suite of the repository).
+sys.path.insert(0, str(REPO / "packages" / "loop-cli" / "tests"))
+import leakguard  # noqa: E402
+
+leakguard.register(globals())
 
 
 @pytest.fixture(scope="session")

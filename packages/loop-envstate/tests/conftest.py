@@ -17,6 +17,12 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+# A process a test started that outlives the run fails it (loop-cli's tests/leakguard.py,
+# shared by every suite of the repository).
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "loop-cli" / "tests"))
+import leakguard
+
+leakguard.register(globals())
 
 DEADLINE = 15.0
 

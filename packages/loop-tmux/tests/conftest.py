@@ -19,6 +19,13 @@ from loop_tmux import Tmux
 from loop_tmux.fake import FakeState, install_fake_tmux
 
 PROGRAMS = Path(__file__).parent / "programs"
+
+# A process a test started that outlives the run fails it (loop-cli's tests/leakguard.py,
+# shared by every suite of the repository).
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "loop-cli" / "tests"))
+import leakguard  # noqa: E402
+
+leakguard.register(globals())
 HAVE_TMUX = shutil.which("tmux") is not None
 
 
