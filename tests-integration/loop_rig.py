@@ -65,7 +65,8 @@ class Loop:
         """`poll start` in a new session: its own process group, as systemd starts it."""
         with open(out, "wb") as sink:
             return subprocess.Popen(
-                [sys.executable, "-m", "loop_cli.main", "poll", "start"],
+                # debug: an idle cycle is logged too, so a test sees the daemon cycling
+                [sys.executable, "-m", "loop_cli.main", "poll", "start", "--log-level", "debug"],
                 env=self.env,
                 stdout=sink,
                 stderr=subprocess.STDOUT,
@@ -98,3 +99,8 @@ class Loop:
         if not path.exists():
             return []
         return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def cycled(log: str) -> bool:
+    """Whether a `poll start` log shows a completed cycle (an idle one at debug)."""
+    return " poll.cycle " in log or "poll cycle at" in log

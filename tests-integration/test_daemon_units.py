@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from integration_support import wait_for
-from loop_rig import Loop, the_loop
+from loop_rig import Loop, cycled, the_loop
 
 ROOT = Path(__file__).resolve().parents[1]
 UNITS = sorted((ROOT / "docs" / "systemd").glob("*.service"))
@@ -69,7 +69,7 @@ def test_ending_the_daemons_whole_process_group_leaves_the_agents_running(
         # And the next daemon finds the same agent, untouched.
         restarted = loop.daemon(tmp_path / "poller-2.out")
         try:
-            assert wait_for(lambda: "poll cycle at" in (tmp_path / "poller-2.out").read_text())
+            assert wait_for(lambda: cycled((tmp_path / "poller-2.out").read_text()))
             (again,) = loop.sessions()
             assert (again["presence"], again["pids"]) == ("live", [agent])
         finally:
@@ -83,7 +83,7 @@ def test_sighup_does_not_stop_the_poller(loop: Loop, tmp_path: Path) -> None:
     out = tmp_path / "poller.out"
     daemon = loop.daemon(out)
     try:
-        assert wait_for(lambda: "poll cycle at" in out.read_text())
+        assert wait_for(lambda: cycled(out.read_text()))
         before = loop.poller_heartbeat()
         daemon.send_signal(signal.SIGHUP)
         assert wait_for(lambda: "SIGHUP received and ignored" in out.read_text()), out.read_text()
