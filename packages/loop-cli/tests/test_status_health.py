@@ -139,8 +139,9 @@ def test_tmux_that_does_not_answer_is_a_failing_check(
     _beat(isolated, {**OK_CYCLE, "failedCycles": 0})
     empty = isolated / "no-tmux-here"
     empty.mkdir()
-    monkeypatch.setenv("PATH", str(empty))  # tmux cannot be run: it does not answer
-    result = run_cli("status", "--format", "json")
+    with monkeypatch.context() as patch:  # PATH back before the fixtures end the server
+        patch.setenv("PATH", str(empty))  # tmux cannot be run: it does not answer
+        result = run_cli("status", "--format", "json")
     assert result.exit_code == 1
     tmux = _health(result)["tmux"]
     assert tmux["state"] == "failing"
