@@ -43,7 +43,9 @@ def test_entry_point_answers_version_and_help_without_click(args: list[str]) -> 
     assert "click" not in mods
     assert not any(m.startswith(("loop_dispatch", "loop_tmux", "yaml", "msgspec")) for m in mods)
     if args == ["--version"]:
-        assert printed == f"the-loop {__version__}\n"
+        assert printed.startswith(f"the-loop {__version__}\n")
+        for part in ("loop-cli", "loop-dispatch", "loop-tmux", "loop-envstate", "python", "tmux"):
+            assert f"  {part} " in printed
     else:
         assert printed.startswith("Usage: the-loop [OPTIONS] COMMAND [ARGS]...")
         for name in COMMANDS:
@@ -114,7 +116,8 @@ def test_status_imports_only_what_it_uses(tmp_path) -> None:
 def test_version(run_cli) -> None:
     result = run_cli("--version")
     assert result.exit_code == 0
-    assert result.output.strip() == f"the-loop {__version__}"
+    assert result.output.splitlines()[0] == f"the-loop {__version__}"
+    assert f"  loop-dispatch  {__version__}" in result.output
 
 
 def test_help_lists_every_installed_command(run_cli) -> None:
@@ -230,6 +233,9 @@ def _both(args: list[str], env: dict[str, str]) -> tuple[subprocess.CompletedPro
         ["--config", "{config}", "status", "--format", "json"],
         ["--config={bad}", "status"],
         ["--config", "{missing}", "status", "--format", "json"],
+        ["status", "--config", "{config}", "-o", "json"],
+        ["-o", "json", "status", "--config={missing}"],
+        ["status", "--output=json", "--config", "{bad}"],
     ],
 )
 def test_plain_status_without_click_matches_the_click_command(
@@ -263,6 +269,8 @@ def test_plain_status_without_click_matches_the_click_command(
     "args",
     [
         ["status", "--format", "slack"],
+        ["status", "-o", "yaml"],
+        ["--format", "json", "status"],
         ["status", "--post"],
         ["status", "--format"],
         ["--config", "status"],

@@ -8,6 +8,12 @@ from __future__ import annotations
 
 ROOT_HELP = "the-loop: ticket activity into long-running coding-agent sessions."
 CONFIG_HELP = "Config file (else $THE_LOOP_CONFIG, ./.the-loop/config.yaml, the user config dir)."
+OUTPUTS = ("text", "json", "jsonl", "yaml", "slack")
+OUTPUT_HELP = "Default output format of the command (each command lists its own)."
+LOG_LEVELS = ("debug", "info", "warning", "error")
+LOG_LEVEL_HELP = "Log level of a daemon command (poll start, gh-webhook start)."
+VERSION_HELP = "Show the versions (the-loop's four packages, Python, tmux) and exit."
+EPILOG = "Example: the-loop status -o json   (global options also work after the command)"
 
 # name -> ("module:attr", short help). Modules are imported only when their command runs.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -27,4 +33,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "workspace": ("loop_cli.commands.workspace:workspace", "Per-item git worktrees: list, gc."),
     "store": ("loop_cli.commands.store:store", "The state store: migrate to PostgreSQL."),
     "harness": ("loop_cli.commands.harness:harness", "Check the configured harness's setup."),
+    "version": ("loop_cli.commands.version:version", "The versions of every part, for a bug report."),
+    "completion": (
+        "loop_cli.commands.completion:completion",
+        "Print the shell completion script (bash, zsh, fish).",
+    ),
 }

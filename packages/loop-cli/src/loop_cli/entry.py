@@ -4,7 +4,7 @@
 blindly, and `status` is what runs in a watch loop; importing click alone costs more
 than the rest of Python's start-up. So this entry point answers `--version` and
 `--help` itself, in click's exact layout (a test holds them equal at several widths),
-runs the plain `[--config FILE] status [--format text|json]` without click (same output,
+runs the plain `status [--config FILE] [-o text|json]` without click (same output,
 errors and exit codes as the click command: tested side by side), and hands every other
 command line to the click group in `main`, which imports only the command that runs.
 """
@@ -20,16 +20,25 @@ def main() -> None:
     """Console script `the-loop`."""
     args = sys.argv[1:]
     if args == ["--version"]:
-        from . import __version__
+        from .versions import render_text, versions
 
-        sys.stdout.write(f"{PROG} {__version__}\n")
+        sys.stdout.write(render_text(versions()) + "\n")
         return
     if args in (["--help"], ["-h"]):
         sys.stdout.write(root_help())
         return
     plain = plain_status(args)
     if plain is not None:
-        sys.exit(run_status(*plain))
+        from .signals import exit_on_sigterm, signal_exit_code
+
+        exit_on_sigterm()
+        try:
+            code = run_status(*plain)
+        except BaseException as exc:  # Ctrl-C, SIGTERM: the shell's codes, no traceback
+            code = signal_exit_code(exc) or 0
+            if not code:
+                raise
+        sys.exit(code)
     from .main import main as click_main
 
     click_main()
@@ -56,7 +65,17 @@ def root_help(width: int | None = None) -> str:
     """The root help exactly as click's HelpFormatter lays it out at this terminal width."""
     import textwrap
 
-    from .command_table import COMMANDS, CONFIG_HELP, ROOT_HELP
+    from .command_table import (
+        COMMANDS,
+        CONFIG_HELP,
+        EPILOG,
+        LOG_LEVEL_HELP,
+        LOG_LEVELS,
+        OUTPUT_HELP,
+        OUTPUTS,
+        ROOT_HELP,
+        VERSION_HELP,
+    )
 
     if width is None:
         width = max(min(_terminal_columns(), 80) - 2, 50)
@@ -82,7 +101,9 @@ def root_help(width: int | None = None) -> str:
 
     options = [
         ("--config FILE", CONFIG_HELP),
-        ("--version", "Show the version and exit."),
+        (f"-o, --output [{'|'.join(OUTPUTS)}]", OUTPUT_HELP),
+        (f"--log-level [{'|'.join(LOG_LEVELS)}]", LOG_LEVEL_HELP),
+        ("--version", VERSION_HELP),
         ("-h, --help", "Show this message and exit."),
     ]
     commands = [(name, COMMANDS[name][1]) for name in sorted(COMMANDS)]
@@ -100,32 +121,59 @@ def root_help(width: int | None = None) -> str:
         "",
         "Commands:",
         *rows(commands),
+        "",
+        fill(EPILOG, width, "  "),
     ]
     return "\n".join(lines) + "\n"
 
 
 def plain_status(args: list[str]) -> tuple[str | None, str] | None:
-    """(config path, format) for `[--config FILE] status [--format text|json]`; None for
-    any other line (click then parses it, with its own messages)."""
+    """(config path, format) for `status` with only `--config FILE` (before or after it)
+    and `-o/--output/--format text|json`; None for any other line (click then parses
+    it, with its own messages)."""
     import os
 
     if any("\udc80" <= ch <= "\udcff" for arg in args for ch in arg):
         return None  # not UTF-8: the click group's own refusal
-    rest, config = list(args), None
-    if len(rest) >= 2 and rest[0] == "--config":
-        config, rest = rest[1], rest[2:]
-    elif rest and rest[0].startswith("--config="):
-        config, rest = rest[0].partition("=")[2], rest[1:]
+    config: str | None = None
+    fmt: str | None = None
+    root_fmt: str | None = None
+    seen_status = False
+    rest = list(args)
+    while rest:
+        arg = rest.pop(0)
+        name, eq, value = arg.partition("=")
+        if name in ("--config", "-o", "--output", "--format") and not eq:
+            if not rest:
+                return None
+            value = rest.pop(0)
+        elif name.startswith("-o") and len(name) > 2 and not eq:
+            name, value = "-o", name[2:]
+        elif not eq or name not in ("--config", "--output", "--format"):
+            if arg == "status" and not seen_status:
+                seen_status = True
+                continue
+            return None
+        if name == "--config":
+            if config is not None:
+                return None
+            config = value
+        elif name == "--format" and not seen_status:
+            return None  # not a root option: click's own refusal
+        elif seen_status:
+            if fmt is not None:
+                return None
+            fmt = value
+        else:
+            if root_fmt is not None:
+                return None
+            root_fmt = value
+    if not seen_status:
+        return None
     if config is not None and (not config or os.path.isdir(config)):
         return None  # click's own usage error for the option
-    if not rest or rest[0] != "status":
-        return None
-    formats = {(): "text", ("--format", "text"): "text", ("--format", "json"): "json"}
-    options = tuple(rest[1:])
-    if len(options) == 1 and options[0].startswith("--format="):
-        options = ("--format", options[0].partition("=")[2])
-    fmt = formats.get(options)
-    return None if fmt is None else (config, fmt)
+    chosen = fmt or root_fmt or "text"
+    return (config, chosen) if chosen in ("text", "json") else None
 
 
 def run_status(config: str | None, fmt: str) -> int:

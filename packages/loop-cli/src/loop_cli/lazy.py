@@ -13,9 +13,26 @@ from typing import Any
 import click
 
 from .errors import EXIT_USAGE, classify
+from .signals import Terminated, signal_exit_code
 
 
-class LazyGroup(click.Group):
+class SuggestingGroup(click.Group):
+    """A group that answers a mistyped command with the nearest one (like git, gh)."""
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        name = args[0] if args else ""
+        if name and not name.startswith("-") and self.get_command(ctx, name) is None:
+            import difflib
+
+            near = difflib.get_close_matches(name, self.list_commands(ctx), n=1, cutoff=0.6)
+            if near:
+                ctx.fail(f"No such command '{name}'. Did you mean '{near[0]}'?")
+        return super().resolve_command(ctx, args)
+
+
+class LazyGroup(SuggestingGroup):
     """`lazy` maps a command name to ("package.module:attr", "short help")."""
 
     def __init__(self, *args: Any, lazy: dict[str, tuple[str, str]] | None = None, **kw: Any):
@@ -75,13 +92,15 @@ class RootGroup(LazyGroup):
                 raw = arg.encode("utf-8", "surrogateescape")
                 shown = printable(raw.decode("utf-8", "backslashreplace")[:80])
                 raise failure(f"argument {index} is not valid UTF-8: '{shown}'", EXIT_USAGE)
-        return super().parse_args(ctx, args)
+        return super().parse_args(ctx, hoist_globals(args))
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except (click.ClickException, click.exceptions.Exit, click.Abort):
             raise
+        except (KeyboardInterrupt, Terminated) as exc:  # the shell's codes: 130, 143
+            raise click.exceptions.Exit(signal_exit_code(exc) or 1) from None
         except Exception as exc:
             code = classify(exc)
             if code is None:
@@ -98,3 +117,29 @@ class CliUsageFailure(CliFailure):
 def failure(message: str, exit_code: int) -> CliFailure:
     """The click exception that prints `message` and exits with `exit_code`."""
     return CliUsageFailure(message) if exit_code == EXIT_USAGE else CliFailure(message)
+
+
+GLOBAL_VALUE_OPTIONS = ("--config",)
+
+
+def hoist_globals(args: list[str]) -> list[str]:
+    """`CMD ... --config FILE` as `--config FILE CMD ...`: a global option works after
+    the subcommand too (kubectl's way). Nothing after `--` moves."""
+    front: list[str] = []
+    rest: list[str] = []
+    index = 0
+    while index < len(args):
+        arg = args[index]
+        if arg == "--":
+            rest += args[index:]
+            break
+        if arg in GLOBAL_VALUE_OPTIONS and index + 1 < len(args):
+            front += args[index : index + 2]
+            index += 2
+            continue
+        if arg.partition("=")[0] in GLOBAL_VALUE_OPTIONS and "=" in arg:
+            front.append(arg)
+        else:
+            rest.append(arg)
+        index += 1
+    return front + rest

@@ -98,7 +98,7 @@ class Checker:
         known = {f.encode_name for f in fields}
         for key in data:
             if key not in known:
-                self.fail(_join(loc, str(key)), "unknown key")
+                self.fail(_join(loc, str(key)), "unknown key" + _did_you_mean(str(key), known))
         if len(self.problems) == before:
             try:  # cross-key rules live in __post_init__
                 msgspec.convert(out, cls, strict=True)
@@ -217,3 +217,14 @@ def describe(exc: msgspec.ValidationError) -> str:
     message, _, where = str(exc).partition(" - at `")
     loc = where.rstrip("`").removeprefix("$").lstrip(".")
     return f"{loc}: {message}" if loc else message
+
+
+def _did_you_mean(key: str, known: set[str]) -> str:
+    """`; did you mean 'tmuxSocket'?` for a near miss (snake_case, a typo), else ''."""
+    import difflib
+
+    folded = {k.lower().replace("_", "").replace("-", ""): k for k in known}
+    near = difflib.get_close_matches(
+        key.lower().replace("_", "").replace("-", ""), list(folded), n=1, cutoff=0.75
+    )
+    return f"; did you mean '{folded[near[0]]}'?" if near else ""

@@ -42,10 +42,64 @@ def runtime(ctx: click.Context, *, read_only: bool = False) -> Runtime:
 
 
 def parse_ref(text: str) -> Any:
-    """A work item ref from the command line (RefError -> exit 2 with its message)."""
-    from loop_dispatch import WorkItemRef
+    """A work item ref from the command line (RefError -> exit 2 with its message).
+    A bare number gets the ref it probably means (`1` -> `local:loop#1`)."""
+    from loop_dispatch import RefError, WorkItemRef
 
-    return WorkItemRef.parse(text.strip())
+    try:
+        return WorkItemRef.parse(text.strip())
+    except RefError as err:
+        bare = text.strip().lstrip("#")
+        if bare.isascii() and bare.isdigit():
+            from ..tracker import DEFAULT_PROJECT
+
+            raise RefError(
+                f"{err}; did you mean 'local:{DEFAULT_PROJECT}#{bare}'?"
+            ) from None
+        raise
+
+
+def _quiet_runtime(ctx: click.Context) -> Runtime | None:
+    """The read-only runtime for a completion, or None if the config or store is not
+    usable (a completion never prints an error into the operator's prompt)."""
+    try:
+        rt = runtime(ctx, read_only=True)
+    except Exception:  # noqa: BLE001 - completion offers nothing rather than fail
+        return None
+    return rt if rt.has_state else None
+
+
+def complete_ref(ctx: click.Context, _param: click.Parameter, incomplete: str) -> list[Any]:
+    """Item refs for the shell: local items and every registered session's item."""
+    from click.shell_completion import CompletionItem
+
+    rt = _quiet_runtime(ctx)
+    if rt is None:
+        return []
+    refs: set[str] = set()
+    try:
+        from ..tracker import LocalTracker
+
+        refs.update(str(i.ref) for i in LocalTracker(rt.store).list())
+        refs.update(str(r.work_item) for r in rt.store.registry.scan()[0])
+    except Exception:  # noqa: BLE001 - a store that cannot answer completes nothing
+        return []
+    return [CompletionItem(ref) for ref in sorted(refs) if ref.startswith(incomplete)]
+
+
+def complete_session(ctx: click.Context, _param: click.Parameter, incomplete: str) -> list[Any]:
+    """Registered sessions for the shell: their item refs and their tmux names."""
+    from click.shell_completion import CompletionItem
+
+    rt = _quiet_runtime(ctx)
+    if rt is None:
+        return []
+    try:
+        records = rt.store.registry.scan()[0]
+    except Exception:  # noqa: BLE001 - a store that cannot answer completes nothing
+        return []
+    names = {str(r.work_item) for r in records} | {r.tmux_name for r in records}
+    return [CompletionItem(name) for name in sorted(names) if name.startswith(incomplete)]
 
 
 def echo_json(data: Any) -> None:
@@ -68,6 +122,48 @@ def table(rows: list[list[str]], headers: list[str]) -> str:
     return "\n".join(lines)
 
 
+OUTPUT_HELP = "Output format (--format is the same option)."
+
+
+def _root_obj(ctx: click.Context) -> dict[str, Any]:
+    root = ctx.find_root()
+    return root.obj if isinstance(root.obj, dict) else {}
+
+
+def output_option(*formats: str, table_alias: bool = False) -> Any:
+    """`-o/--output` (alias `--format`): `text` first and default, then `formats`.
+
+    One option for every command that prints a result, so a script writes `-o json`
+    everywhere. `table_alias` keeps the old `--format table` of list commands working
+    (it means `text`). A root `the-loop -o json CMD` is the default when CMD has it.
+    """
+    names = ["text", *formats]
+    accepted = [*names, "table"] if table_alias else names
+
+    def resolve(ctx: click.Context, _param: click.Parameter, value: str | None) -> str:
+        if value is None:
+            value = _root_obj(ctx).get("output") or "text"
+            if value not in accepted:
+                raise click.UsageError(
+                    f"this command has no -o {value}; choose from: {', '.join(names)}", ctx
+                )
+        return "text" if value == "table" else value
+
+    def decorate(command: Any) -> Any:
+        return click.option(
+            "-o",
+            "--output",
+            "--format",
+            "fmt",
+            type=click.Choice(accepted),
+            default=None,
+            callback=resolve,
+            help=f"{OUTPUT_HELP} [{'|'.join(names)}; default: text]",
+        )(command)
+
+    return decorate
+
+
 def log_options(command: Any) -> Any:
     """`--log-level` and `--log-format` of a daemon (`poll start`, `gh-webhook start`)."""
     from ..daemonlog import FORMATS, LEVELS
@@ -79,10 +175,15 @@ def log_options(command: Any) -> Any:
         show_default=True,
         help="json: one object per line (journald, a log collector).",
     )(command)
+
+    def level(ctx: click.Context, _param: click.Parameter, value: str | None) -> str:
+        chosen = value or _root_obj(ctx).get("log_level") or "info"
+        return str(chosen).lower()
+
     return click.option(
         "--log-level",
         type=click.Choice(LEVELS, case_sensitive=False),
-        default="info",
-        show_default=True,
-        help="debug also shows idle poll cycles.",
+        default=None,
+        callback=level,
+        help="debug also shows idle poll cycles. [default: info]",
     )(command)
