@@ -19,12 +19,22 @@ def _errors(text: str, tmp_path: Path) -> list[str]:
 
 def test_unknown_key_named_with_its_path(tmp_path: Path) -> None:
     problems = _errors("harness:\n  adapter: generic\n  argvv: [x]\n", tmp_path)
-    assert problems == [f"{tmp_path / 'c.yaml'}: harness.argvv: unknown key"]
+    assert problems == [f"{tmp_path / 'c.yaml'}: harness.argvv: unknown key; did you mean 'argv'?"]
 
 
 def test_snake_case_spelling_is_an_unknown_key(tmp_path: Path) -> None:
     problems = _errors("state_dir: /x\n", tmp_path)
-    assert problems == [f"{tmp_path / 'c.yaml'}: state_dir: unknown key"]
+    assert problems == [f"{tmp_path / 'c.yaml'}: state_dir: unknown key; did you mean 'stateDir'?"]
+
+
+def test_near_miss_keys_name_the_key_meant(tmp_path: Path) -> None:
+    problems = _errors("routing:\n  tmux_socket: x\nharness:\n  adaptor: codex\n", tmp_path)
+    assert problems == [
+        f"{tmp_path / 'c.yaml'}: harness.adaptor: unknown key; did you mean 'adapter'?",
+        f"{tmp_path / 'c.yaml'}: routing.tmux_socket: unknown key; did you mean 'tmuxSocket'?",
+    ]
+    far = _errors("routing:\n  frobnicate: x\n", tmp_path)
+    assert far == [f"{tmp_path / 'c.yaml'}: routing.frobnicate: unknown key"]
 
 
 def test_every_problem_gets_its_own_line(tmp_path: Path) -> None:

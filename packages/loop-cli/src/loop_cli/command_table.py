@@ -33,7 +33,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "workspace": ("loop_cli.commands.workspace:workspace", "Per-item git worktrees: list, gc."),
     "store": ("loop_cli.commands.store:store", "The state store: migrate to PostgreSQL."),
     "harness": ("loop_cli.commands.harness:harness", "Check the configured harness's setup."),
-    "version": ("loop_cli.commands.version:version", "The versions of every part, for a bug report."),
+    "version": (
+        "loop_cli.commands.version:version",
+        "The versions of every part, for a bug report.",
+    ),
     "completion": (
         "loop_cli.commands.completion:completion",
         "Print the shell completion script (bash, zsh, fish).",

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 if TYPE_CHECKING:
     from ..config import LoadedConfig
@@ -53,9 +56,7 @@ def parse_ref(text: str) -> Any:
         if bare.isascii() and bare.isdigit():
             from ..tracker import DEFAULT_PROJECT
 
-            raise RefError(
-                f"{err}; did you mean 'local:{DEFAULT_PROJECT}#{bare}'?"
-            ) from None
+            raise RefError(f"{err}; did you mean 'local:{DEFAULT_PROJECT}#{bare}'?") from None
         raise
 
 
@@ -64,7 +65,7 @@ def _quiet_runtime(ctx: click.Context) -> Runtime | None:
     usable (a completion never prints an error into the operator's prompt)."""
     try:
         rt = runtime(ctx, read_only=True)
-    except Exception:  # noqa: BLE001 - completion offers nothing rather than fail
+    except Exception:  # completion offers nothing rather than fail
         return None
     return rt if rt.has_state else None
 
@@ -82,7 +83,7 @@ def complete_ref(ctx: click.Context, _param: click.Parameter, incomplete: str) -
 
         refs.update(str(i.ref) for i in LocalTracker(rt.store).list())
         refs.update(str(r.work_item) for r in rt.store.registry.scan()[0])
-    except Exception:  # noqa: BLE001 - a store that cannot answer completes nothing
+    except Exception:  # a store that cannot answer completes nothing
         return []
     return [CompletionItem(ref) for ref in sorted(refs) if ref.startswith(incomplete)]
 
@@ -96,7 +97,7 @@ def complete_session(ctx: click.Context, _param: click.Parameter, incomplete: st
         return []
     try:
         records = rt.store.registry.scan()[0]
-    except Exception:  # noqa: BLE001 - a store that cannot answer completes nothing
+    except Exception:  # a store that cannot answer completes nothing
         return []
     names = {str(r.work_item) for r in records} | {r.tmux_name for r in records}
     return [CompletionItem(name) for name in sorted(names) if name.startswith(incomplete)]
@@ -130,7 +131,7 @@ def _root_obj(ctx: click.Context) -> dict[str, Any]:
     return root.obj if isinstance(root.obj, dict) else {}
 
 
-def output_option(*formats: str, table_alias: bool = False) -> Any:
+def output_option(*formats: str, table_alias: bool = False) -> Callable[[F], F]:
     """`-o/--output` (alias `--format`): `text` first and default, then `formats`.
 
     One option for every command that prints a result, so a script writes `-o json`
@@ -149,7 +150,7 @@ def output_option(*formats: str, table_alias: bool = False) -> Any:
                 )
         return "text" if value == "table" else value
 
-    def decorate(command: Any) -> Any:
+    def decorate(command: F) -> F:
         return click.option(
             "-o",
             "--output",

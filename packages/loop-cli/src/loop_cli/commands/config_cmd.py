@@ -4,21 +4,23 @@ from __future__ import annotations
 
 import click
 
-from ._common import echo_json, loaded_config
+from ..lazy import SuggestingGroup
+from ._common import echo_json, loaded_config, output_option
 
 
-@click.group()
+@click.group(cls=SuggestingGroup)
 def config() -> None:
     """Validate and show the effective config."""
 
 
-@config.command("check")
-@click.option("--format", "fmt", type=click.Choice(["yaml", "json"]), default="yaml")
+@config.command("check", epilog="Example: the-loop config check -o json")
+@output_option("json", "yaml")
 @click.pass_context
 def check(ctx: click.Context, fmt: str) -> None:
     """Validate the config; print the effective config with secrets redacted.
 
     Environment variables are shown by NAME with whether they are set; never a value.
+    -o text and -o yaml print the same YAML (text adds a `# config:` header line).
     """
     import yaml
 
@@ -30,5 +32,6 @@ def check(ctx: click.Context, fmt: str) -> None:
     if fmt == "json":
         echo_json({"config": source, "origin": loaded.origin, "effective": data})
         return
-    click.echo(f"# config: {source} (from {loaded.origin}); valid")
+    if fmt == "text":
+        click.echo(f"# config: {source} (from {loaded.origin}); valid")
     click.echo(yaml.safe_dump(data, sort_keys=False).rstrip())

@@ -7,7 +7,7 @@ import click
 from ..errors import OperationalError
 
 
-@click.command()
+@click.command(epilog="Example: the-loop demo --keep")
 @click.option("--keep", is_flag=True, help="Leave the session and temp state to explore.")
 @click.option(
     "--timeout", type=float, default=20.0, hidden=True, help="Seconds to wait for each observation."

@@ -6,7 +6,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ._common import echo_json, runtime, table
+from ..lazy import SuggestingGroup
+from ._common import echo_json, output_option, runtime, table
 
 if TYPE_CHECKING:
     from ..agent_env import Exposure
@@ -59,15 +60,13 @@ def render_text(report: DoctorReport) -> str:
     return "\n".join(lines)
 
 
-@click.group()
+@click.group(cls=SuggestingGroup)
 def env() -> None:
     """Environment values: where each declared name's value lives (fingerprints only)."""
 
 
-@env.command()
-@click.option(
-    "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
-)
+@env.command(epilog="Example: the-loop env doctor -o json")
+@output_option("json")
 @click.pass_context
 def doctor(ctx: click.Context, fmt: str) -> None:
     """Each env.file name's fingerprint: in the file, this process, tmux's global

@@ -8,7 +8,7 @@ from typing import Any, TypedDict
 
 import click
 
-from ._common import echo_json, loaded_config, parse_ref
+from ._common import complete_ref, echo_json, loaded_config, output_option, parse_ref
 
 
 class _Filters(TypedDict):
@@ -19,9 +19,14 @@ class _Filters(TypedDict):
     since: datetime | None
 
 
-@click.command()
+@click.command(epilog="Example: the-loop events --type 'inbox.*' --since 1h -o jsonl")
 @click.option("--type", "type_glob", default=None, help="Type glob(s), comma-separated.")
-@click.option("--work-item", default=None, help="Only this work item's events (a ref).")
+@click.option(
+    "--work-item",
+    default=None,
+    shell_complete=complete_ref,
+    help="Only this work item's events (a ref).",
+)
 @click.option("--delivery-id", default=None, help="Only this delivery's events.")
 @click.option(
     "--level",
@@ -31,7 +36,7 @@ class _Filters(TypedDict):
 )
 @click.option("--since", default=None, help="15m, 2h, 1d or an ISO-8601 time.")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Newest N only.")
-@click.option("--format", "fmt", type=click.Choice(["table", "json", "jsonl"]), default="table")
+@output_option("json", "jsonl", table_alias=True)
 @click.option("--follow", "-f", is_flag=True, help="Keep printing new events (Ctrl-C stops).")
 @click.pass_context
 def events(
@@ -58,7 +63,7 @@ def events(
         "since": parse_since(since) if since else None,
     }
     if follow and fmt == "json":
-        raise click.UsageError("--follow prints a stream: use --format table or jsonl")
+        raise click.UsageError("--follow prints a stream: use -o text or jsonl")
     if fmt == "json":
         echo_json(log.read(limit=limit, **filters))
         return
@@ -69,7 +74,7 @@ def events(
         else:
             click.echo(table_line(rec))
 
-    if fmt == "table":
+    if fmt == "text":
         click.echo(TABLE_HEADER)
     if not follow:
         for rec in log.read(limit=limit, **filters):

@@ -2,25 +2,35 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
-from ._common import runtime
+from ..lazy import SuggestingGroup
+from ._common import echo_json, output_option, runtime
+
+if TYPE_CHECKING:
+    from ..harness_check import HarnessReport
 
 
-@click.group()
+@click.group(cls=SuggestingGroup)
 def harness() -> None:
     """Inspect the configured coding-agent harness."""
 
 
-@harness.command("check")
+@harness.command("check", epilog="Example: the-loop harness check -o json")
+@output_option("json")
 @click.pass_context
-def check(ctx: click.Context) -> None:
-    """Program, version, state dir and first-run settings (docs/harnesses.md); exit 1 if
-    something an unattended session needs is missing."""
+def check(ctx: click.Context, fmt: str) -> None:
+    """Program, version, state dir and first-run settings (see the harnesses guide);
+    exit 1 if something an unattended session needs is missing."""
     from ..harness_check import check_harness
 
     rt = runtime(ctx)
     report = check_harness(rt.config, rt.adapter)
+    if fmt == "json":
+        echo_json(report_dict(report))
+        ctx.exit(0 if report.ok else 1)
     click.echo(
         f"adapter: {report.adapter}  program: {report.program}  version: {report.version or '?'}"
     )
@@ -31,3 +41,16 @@ def check(ctx: click.Context) -> None:
     for finding in report.findings:
         click.echo(f"  [{'ok' if finding.ok else 'MISSING'}] {finding.what}")
     ctx.exit(0 if report.ok else 1)
+
+
+def report_dict(report: HarnessReport) -> dict[str, object]:
+    """The JSON of `harness check` (fields listed in docs/output.md)."""
+    return {
+        "ok": report.ok,
+        "adapter": report.adapter,
+        "program": report.program,
+        "version": report.version or None,
+        "tested": list(report.tested),
+        "stateDir": report.state_dir,
+        "findings": [{"ok": f.ok, "what": f.what} for f in report.findings],
+    }

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 import click
 
 from ..errors import UsageError
-from ._common import echo_json, parse_ref, runtime, table
+from ..lazy import SuggestingGroup
+from ._common import complete_ref, echo_json, output_option, parse_ref, runtime, table
 
 if TYPE_CHECKING:
     from loop_dispatch.inbox import InboxEntry
@@ -34,7 +35,7 @@ def _check_ids(ids: tuple[int, ...]) -> None:
             )
 
 
-@click.group()
+@click.group(cls=SuggestingGroup)
 def inbox() -> None:
     """Accepted events not yet delivered (pending, in flight, given up)."""
 
@@ -62,7 +63,7 @@ def _row(entry: InboxEntry) -> list[str]:
     ]
 
 
-@inbox.command("list")
+@inbox.command("list", epilog="Example: the-loop inbox list --state given-up -o json")
 @click.option(
     "--state",
     type=click.Choice(list(STATES)),
@@ -70,7 +71,13 @@ def _row(entry: InboxEntry) -> list[str]:
     help="Which rows: pending (waiting or in flight), in-flight, given-up, done, "
     "all (default: all not done).",
 )
-@click.option("--item", "ref", default=None, help="Only this work item's rows (a ref).")
+@click.option(
+    "--item",
+    "ref",
+    default=None,
+    shell_complete=complete_ref,
+    help="Only this work item's rows (a ref).",
+)
 @click.option(
     "--limit",
     type=click.IntRange(min=0),
@@ -78,7 +85,7 @@ def _row(entry: InboxEntry) -> list[str]:
     show_default=True,
     help="At most this many rows, oldest first (0: every row).",
 )
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+@output_option("json")
 @click.pass_context
 def list_(ctx: click.Context, state: str, ref: str | None, limit: int, fmt: str) -> None:
     """Rows oldest first: age since accepted, definite attempts, tries, last reason."""
@@ -112,13 +119,25 @@ def list_(ctx: click.Context, state: str, ref: str | None, limit: int, fmt: str)
     click.echo(table([_row(e) for e in entries], headers))
 
 
-@inbox.command("retry")
+@inbox.command("retry", epilog="Example: the-loop inbox retry --given-up")
 @click.argument("ids", nargs=-1, type=int)
-@click.option("--item", "ref", default=None, help="Every given-up or waiting row of this item.")
+@click.option(
+    "--item",
+    "ref",
+    default=None,
+    shell_complete=complete_ref,
+    help="Every given-up or waiting row of this item.",
+)
 @click.option("--given-up", "given_up", is_flag=True, help="Every given-up row.")
+@output_option("json")
 @click.pass_context
-def retry(ctx: click.Context, ids: tuple[int, ...], ref: str | None, given_up: bool) -> None:
-    """Re-arm rows now with a fresh attempt budget (recorded as `inbox.retried`)."""
+def retry(
+    ctx: click.Context, ids: tuple[int, ...], ref: str | None, given_up: bool, fmt: str
+) -> None:
+    """Re-arm rows now with a fresh attempt budget (recorded as `inbox.retried`).
+
+    IDS that name no pending, in-flight or given-up row are refused (exit 2) after the
+    others are re-armed."""
     if not ids and ref is None and not given_up:
         raise UsageError("name the rows to retry: IDs, --item REF or --given-up")
     _check_ids(ids)
@@ -133,14 +152,22 @@ def retry(ctx: click.Context, ids: tuple[int, ...], ref: str | None, given_up: b
             delivery_id=entry.delivery_id,
             detail={"seq": entry.seq, "was": entry.state, "attempts_before": entry.attempts},
         )
-    click.echo(f"re-armed {len(entries)} event(s); a running daemon delivers them next")
+    missing = sorted(set(ids) - {entry.seq for entry in entries})
+    if fmt == "json":
+        echo_json({"rearmed": [e.seq for e in entries], "missing": missing})
+    else:
+        click.echo(f"re-armed {len(entries)} event(s); a running daemon delivers them next")
+    if missing:
+        shown = ", ".join(map(str, missing))
+        raise UsageError(f"no pending or given-up inbox row {shown}; see `the-loop inbox list`")
 
 
-@inbox.command("drop")
+@inbox.command("drop", epilog="Example: the-loop inbox drop 12 --reason 'sent twice'")
 @click.argument("seq", type=int)
 @click.option("--reason", required=True, help="Why (recorded in the event log).")
+@output_option("json")
 @click.pass_context
-def drop(ctx: click.Context, seq: int, reason: str) -> None:
+def drop(ctx: click.Context, seq: int, reason: str, fmt: str) -> None:
     """Settle a pending or given-up row as dropped (kept in the table, recorded)."""
     if not reason.strip():
         raise UsageError("--reason must say why")
@@ -156,4 +183,7 @@ def drop(ctx: click.Context, seq: int, reason: str) -> None:
         delivery_id=entry.delivery_id,
         detail={"seq": seq, "was": entry.state, "reason": " ".join(reason.split())[:300]},
     )
-    click.echo(f"dropped inbox row {seq} ({entry.delivery_id})")
+    if fmt == "json":
+        echo_json({"dropped": seq, "deliveryId": entry.delivery_id, "was": entry.state})
+    else:
+        click.echo(f"dropped inbox row {seq} ({entry.delivery_id})")

@@ -6,13 +6,14 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ._common import echo_json, parse_ref, runtime, table
+from ..lazy import SuggestingGroup
+from ._common import complete_ref, echo_json, output_option, parse_ref, runtime, table
 
 if TYPE_CHECKING:
     from ..tracker import LocalTracker
 
 
-@click.group()
+@click.group(cls=SuggestingGroup)
 def item() -> None:
     """Work items of the built-in local tracker (refs look like local:PROJECT#N)."""
 
@@ -23,35 +24,40 @@ def _tracker(ctx: click.Context) -> LocalTracker:
     return LocalTracker(runtime(ctx).store)
 
 
-@item.command("open")
+@item.command("open", epilog="Example: the-loop item open 'Fix the login page' --body 'It 500s'")
 @click.argument("title")
 @click.option("--body", default="", help="Longer description, sent with the title.")
 @click.option("--project", default=None, help="Project name (default: loop).")
 @click.option("--author", default=None, help="Who opens it (default: your login).")
+@output_option("json")
 @click.pass_context
 def open_(
-    ctx: click.Context, title: str, body: str, project: str | None, author: str | None
+    ctx: click.Context, title: str, body: str, project: str | None, author: str | None, fmt: str
 ) -> None:
     """Open an item; prints its ref. The opening is its first event."""
     from ..tracker import DEFAULT_PROJECT
 
     ref = _tracker(ctx).open(title, body, project=project or DEFAULT_PROJECT, author=author)
-    click.echo(str(ref))
+    echo_json({"ref": str(ref)}) if fmt == "json" else click.echo(str(ref))
 
 
-@item.command("comment")
-@click.argument("ref")
+@item.command("comment", epilog="Example: the-loop item comment local:loop#1 'Check logout too'")
+@click.argument("ref", shell_complete=complete_ref)
 @click.argument("text")
 @click.option("--author", default=None, help="Who writes it (default: your login).")
+@output_option("json")
 @click.pass_context
-def comment(ctx: click.Context, ref: str, text: str, author: str | None) -> None:
+def comment(ctx: click.Context, ref: str, text: str, author: str | None, fmt: str) -> None:
     """Comment on an item; the poller hands it to the item's session."""
     seq = _tracker(ctx).comment(parse_ref(ref), text, author=author)
-    click.echo(f"comment {seq} on {ref}")
+    if fmt == "json":
+        echo_json({"ref": str(parse_ref(ref)), "comment": seq})
+    else:
+        click.echo(f"comment {seq} on {ref}")
 
 
-@item.command("close")
-@click.argument("ref")
+@item.command("close", epilog="Example: the-loop item close local:loop#1")
+@click.argument("ref", shell_complete=complete_ref)
 @click.pass_context
 def close(ctx: click.Context, ref: str) -> None:
     """Close an item; the poller then closes its session."""
@@ -60,12 +66,17 @@ def close(ctx: click.Context, ref: str) -> None:
     click.echo(f"closed {parsed}" if changed else f"{parsed} was already closed")
 
 
-@item.command("list")
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
-@click.option("--state", type=click.Choice(["open", "closed"]), default=None)
+@item.command("list", epilog="Example: the-loop item list --state open -o json")
+@output_option("json", table_alias=True)
+@click.option(
+    "--state",
+    type=click.Choice(["open", "closed"]),
+    default=None,
+    help="Only open or closed items.",
+)
 @click.pass_context
 def list_(ctx: click.Context, fmt: str, state: str | None) -> None:
-    """List items."""
+    """List the local tracker's items, oldest first."""
     rt = runtime(ctx)
     items = _tracker(ctx).list(state) if rt.has_state else []  # type: ignore[arg-type]
     if fmt == "json":
@@ -90,9 +101,9 @@ def list_(ctx: click.Context, fmt: str, state: str | None) -> None:
     click.echo(table(rows, ["REF", "STATE", "COMMENTS", "AUTHOR", "TITLE"]))
 
 
-@item.command("show")
-@click.argument("ref")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+@item.command("show", epilog="Example: the-loop item show local:loop#1")
+@click.argument("ref", shell_complete=complete_ref)
+@output_option("json")
 @click.pass_context
 def show(ctx: click.Context, ref: str, fmt: str) -> None:
     """Show an item with every comment, whole (a cut prompt points here)."""

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ..errors import OperationalError
-from ._common import log_options, runtime
+from ..lazy import SuggestingGroup
+from ._common import echo_json, log_options, output_option, runtime
 
 if TYPE_CHECKING:
     from ..attempts import Attempts
@@ -32,10 +33,13 @@ def _line(summary: dict[str, Any]) -> str:
     return line + f", {summary['errors']} source errors"
 
 
-@click.group(invoke_without_command=True)
+@click.group(
+    cls=SuggestingGroup, invoke_without_command=True, epilog="Example: the-loop poll --once -o json"
+)
 @click.option("--once", is_flag=True, help="Run one cycle and exit (for cron).")
+@output_option("json")
 @click.pass_context
-def poll(ctx: click.Context, once: bool) -> None:
+def poll(ctx: click.Context, once: bool, fmt: str) -> None:
     """Run the poller: `poll start` (foreground) or `poll --once`.
 
     --once reads the source into the inbox, then dispatches everything due now once,
@@ -56,10 +60,10 @@ def poll(ctx: click.Context, once: bool) -> None:
     rt = runtime(ctx)
     rt.check_launch()
     with trapped() as stop:
-        _once(ctx, rt, stop)
+        _once(ctx, rt, stop, fmt)
 
 
-def _once(ctx: click.Context, rt: Runtime, stop: Interrupt) -> None:
+def _once(ctx: click.Context, rt: Runtime, stop: Interrupt, fmt: str) -> None:
     from ..attempts import Attempts
     from ..poller import cycle_summary, drain_once, record_once, run_cycle
 
@@ -72,11 +76,14 @@ def _once(ctx: click.Context, rt: Runtime, stop: Interrupt) -> None:
     if stop.requested:
         summary["interrupted"] = stop.name
     record_once(rt, summary)
-    for line in attempts.lines():
-        click.echo(line)
-    click.echo(_line(summary))
-    for error in report.errors:
-        click.echo(f"source error: {error}", err=True)
+    if fmt == "json":
+        echo_json({**summary, "attempts": attempts.lines(), "sourceErrors": report.errors})
+    else:
+        for line in attempts.lines():
+            click.echo(line)
+        click.echo(_line(summary))
+        for error in report.errors:
+            click.echo(f"source error: {error}", err=True)
     if stop.requested:
         _interrupted(ctx, rt, stop, summary, attempts)
     definite, gave_up = attempts.definite(), attempts.gave_up()
@@ -103,7 +110,7 @@ def _interrupted(
     ctx.exit(stop.exit_code)
 
 
-@poll.command("start")
+@poll.command("start", epilog="Example: the-loop poll start --log-level debug")
 @click.option(
     "--cycles",
     type=click.IntRange(min=1),

@@ -8,7 +8,7 @@ import click
 
 from ..errors import UsageError
 from ..terminal import printable
-from ._common import echo_json, runtime, table
+from ._common import complete_ref, echo_json, output_option, runtime, table
 
 if TYPE_CHECKING:
     from loop_envstate import EnvFile
@@ -105,8 +105,8 @@ def _remote(
     ctx.exit(code)
 
 
-@click.command()
-@click.argument("refs", nargs=-1, metavar="[REF]...")
+@click.command(epilog="Example: the-loop sessions restart --all --dry-run")
+@click.argument("refs", nargs=-1, metavar="[REF]...", shell_complete=complete_ref)
 @click.option("--all", "all_", is_flag=True, help="Every running session of this host.")
 @click.option(
     "--host",
@@ -125,9 +125,7 @@ def _remote(
 )
 @click.option("--dry-run", is_flag=True, help="Say what would happen and why; touch nothing.")
 @click.option("--force", is_flag=True, help="Relaunch running sessions even if up to date.")
-@click.option(
-    "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
-)
+@output_option("json")
 @click.pass_context
 def restart(
     ctx: click.Context,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -11,7 +12,15 @@ import click
 from ..errors import OperationalError
 from ..lazy import LazyGroup
 from ..terminal import printable
-from ._common import echo_json, parse_ref, runtime, table
+from ._common import (
+    complete_ref,
+    complete_session,
+    echo_json,
+    output_option,
+    parse_ref,
+    runtime,
+    table,
+)
 
 # Subcommands written elsewhere in loop-cli, imported only when run.
 LAZY = {
@@ -27,8 +36,8 @@ def sessions() -> None:
     """The sessions the-loop runs, one per work item (tmux `loop-<slug>`)."""
 
 
-@sessions.command("list")
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
+@sessions.command("list", epilog="Example: the-loop sessions list -o json")
+@output_option("json", table_alias=True)
 @click.pass_context
 def list_(ctx: click.Context, fmt: str) -> None:
     """Registered sessions with their tmux presence (one tmux call)."""
@@ -68,10 +77,11 @@ def list_(ctx: click.Context, fmt: str) -> None:
         click.echo(line)
 
 
-@sessions.command("start")
-@click.argument("ref")
+@sessions.command("start", epilog="Example: the-loop sessions start local:loop#1")
+@click.argument("ref", shell_complete=complete_ref)
+@output_option("json")
 @click.pass_context
-def start(ctx: click.Context, ref: str) -> None:
+def start(ctx: click.Context, ref: str, fmt: str) -> None:
     """Start the item's session now (and watch the item)."""
     from ..sessions import start as start_session
 
@@ -79,33 +89,70 @@ def start(ctx: click.Context, ref: str) -> None:
     rt = runtime(ctx)
     rt.check_launch()
     row = start_session(rt, item)
-    click.echo(f"{row['ref']}: {row['outcome']} ({row['tmuxName']})")
+    _echo_row(row, fmt)
 
 
-@sessions.command("stop")
-@click.argument("ref")
+@sessions.command("stop", epilog="Example: the-loop sessions stop local:loop#1")
+@click.argument("ref", shell_complete=complete_session)
+@output_option("json")
 @click.pass_context
-def stop(ctx: click.Context, ref: str) -> None:
+def stop(ctx: click.Context, ref: str, fmt: str) -> None:
     """Terminate the harness, keep the pane's scrollback, close the record."""
     from ..sessions import stop as stop_session
 
     row = stop_session(runtime(ctx), parse_ref(ref))
-    click.echo(f"{row['ref']}: {row['outcome']} ({row['tmuxName']})")
+    _echo_row(row, fmt)
 
 
-@sessions.command("reset")
-@click.argument("refs", nargs=-1)
+def _echo_row(row: dict[str, object], fmt: str) -> None:
+    """One session's outcome: `REF: OUTCOME (TMUX)` or its JSON object."""
+    if fmt == "json":
+        echo_json(row)
+    else:
+        click.echo(f"{row['ref']}: {row['outcome']} ({row['tmuxName']})")
+
+
+@sessions.command("reset", epilog="Example: the-loop sessions reset local:loop#1 --dry-run")
+@click.argument("refs", nargs=-1, shell_complete=complete_session)
 @click.option("--all", "all_", is_flag=True, help="Every registered session.")
 @click.option("--dry-run", is_flag=True, help="Say what would happen; touch nothing.")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask on a terminal (--all asks).")
+@output_option("json")
 @click.pass_context
-def reset(ctx: click.Context, refs: tuple[str, ...], all_: bool, dry_run: bool, yes: bool) -> None:
+def reset(
+    ctx: click.Context, refs: tuple[str, ...], all_: bool, dry_run: bool, yes: bool, fmt: str
+) -> None:
     """Forget this machine's state for items: kill their tmux session, drop the record.
 
     The poll ledger is kept, so comments already handled are not forwarded again.
     With --all on a terminal it first asks (--yes does not); without a terminal
     (scripts, cron) it proceeds.
     """
+    rows: list[dict[str, object]] = []
+
+    def emit(text: str, row: dict[str, object] | None) -> None:
+        if fmt != "json":
+            click.echo(text)
+        elif row is None:  # a remark, not a row: JSON output stays exactly the rows
+            click.echo(text, err=True)
+        else:
+            rows.append(row)
+
+    try:
+        _reset(ctx, refs, all_, dry_run, yes, emit)
+    finally:
+        if fmt == "json":
+            echo_json(rows)
+
+
+def _reset(
+    ctx: click.Context,
+    refs: tuple[str, ...],
+    all_: bool,
+    dry_run: bool,
+    yes: bool,
+    emit: Callable[[str, dict[str, object] | None], None],
+) -> None:
     from loop_dispatch import RefError
 
     from ..sessions import apply_reset, reset_plans, reset_quarantined
@@ -121,21 +168,30 @@ def reset(ctx: click.Context, refs: tuple[str, ...], all_: bool, dry_run: bool, 
         raw = [q.key for q in rt.store.registry.quarantined()]
     if raw and not dry_run:
         for key in reset_quarantined(rt, raw):
-            click.echo(f"reset quarantined row {printable(key)!r}: forgotten")
+            emit(
+                f"reset quarantined row {printable(key)!r}: forgotten",
+                {"quarantinedRow": key, "dryRun": False, "done": ["forgotten"]},
+            )
     elif raw:
         for key in raw:
-            click.echo(f"would reset quarantined row {printable(key)!r}: forget the row")
+            emit(
+                f"would reset quarantined row {printable(key)!r}: forget the row",
+                {"quarantinedRow": key, "dryRun": True, "done": ["forget the row"]},
+            )
     if raw and not parsed and not all_:
         return
     plans = reset_plans(rt, parsed, all_)
     if not plans:
-        click.echo("no sessions registered; nothing to reset")
+        emit("no sessions registered; nothing to reset", None)
         return
     if all_ and not dry_run and not yes:
         confirm_bulk(f"reset {_counted(plans)}", plans)
     if dry_run:
         for plan in plans:
-            click.echo(f"would reset {plan.ref} ({plan.presence}): {'; '.join(plan.actions())}")
+            emit(
+                f"would reset {plan.ref} ({plan.presence}): {'; '.join(plan.actions())}",
+                {"ref": str(plan.ref), "dryRun": True, "done": list(plan.actions())},
+            )
         return
     from ..interrupts import record_interrupted, trapped
 
@@ -146,7 +202,10 @@ def reset(ctx: click.Context, refs: tuple[str, ...], all_: bool, dry_run: bool, 
                 break
             row = apply_reset(rt, plan)
             done += 1
-            click.echo(f"reset {row['ref']}: {', '.join(row['done']) or 'nothing to do'}")
+            emit(
+                f"reset {row['ref']}: {', '.join(row['done']) or 'nothing to do'}",
+                {"ref": row["ref"], "dryRun": False, "done": list(row["done"])},
+            )
     if stop.requested:
         left = [str(p.ref) for p in plans[done:]]
         counts = {"reset": done, "not_reset": len(left)}
@@ -175,8 +234,8 @@ def confirm_bulk(what: str, plans: list[Any]) -> None:
         raise OperationalError("not confirmed; nothing was reset (--yes skips this question)")
 
 
-@sessions.command("attach")
-@click.argument("ref")
+@sessions.command("attach", epilog="Example: the-loop sessions attach local:loop#1")
+@click.argument("ref", shell_complete=complete_session)
 @click.pass_context
 def attach(ctx: click.Context, ref: str) -> None:
     """Attach this terminal to the item's tmux session (exact name, right socket)."""

@@ -5,25 +5,23 @@ from __future__ import annotations
 import click
 
 from ..errors import UsageError
-from ._common import echo_json, runtime
+from ._common import echo_json, output_option, runtime
 
 
-@click.command()
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["text", "json", "slack"]),
-    default="text",
-    help="slack: a Slack Block Kit payload.",
-)
-@click.option("--post", is_flag=True, help="With --format slack: send it to the Slack webhook.")
+@click.command(epilog="Example: the-loop status -o json")
+@output_option("json", "slack")
+@click.option("--post", is_flag=True, help="With -o slack: send it to the Slack webhook.")
 @click.pass_context
 def status(ctx: click.Context, fmt: str, post: bool) -> None:
-    """Services, the last poll cycle and sessions (live/dead/unknown) from one tmux read."""
+    """Services, the last poll cycle and sessions (live/dead/unknown) from one tmux read.
+
+    Exit 0 when every enabled service runs, else 1. -o slack prints a Slack Block Kit
+    payload (--post sends it).
+    """
     from ..status import collect_status, render_text
 
     if post and fmt != "slack":
-        raise UsageError("--post needs --format slack")
+        raise UsageError("--post needs -o slack")
     rt = runtime(ctx, read_only=True)
     data = collect_status(rt)
     if fmt == "json":

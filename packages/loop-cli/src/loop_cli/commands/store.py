@@ -8,25 +8,29 @@ from typing import TYPE_CHECKING
 import click
 
 from ..errors import OperationalError, UsageError
-from ._common import echo_json, runtime
+from ..lazy import SuggestingGroup
+from ._common import echo_json, output_option, runtime
 
 if TYPE_CHECKING:
     from loop_dispatch.store import Store
 
 
-@click.group()
+@click.group(cls=SuggestingGroup)
 def store() -> None:
     """The state store (SQLite file or shared PostgreSQL database)."""
 
 
-@store.command("migrate")
+@store.command(
+    "migrate",
+    epilog="Example: the-loop store migrate --to postgresql://loop@db.internal:5432/loop",
+)
 @click.option("--to", "url", required=True, help="postgresql://USER@HOST:PORT/DB (no password).")
 @click.option(
     "--password-env",
     default=None,
     help="NAME of the variable holding the password (default: store.passwordEnv).",
 )
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+@output_option("json")
 @click.pass_context
 def migrate(ctx: click.Context, url: str, password_env: str | None, fmt: str) -> None:
     """Copy this state directory's SQLite store into a new PostgreSQL database.

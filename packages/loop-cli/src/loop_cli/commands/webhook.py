@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ..errors import OperationalError, UsageError
+from ..lazy import SuggestingGroup
 from ._common import log_options, runtime
 
 if TYPE_CHECKING:
@@ -167,12 +168,12 @@ def _drain_lifespan(rt: Runtime, drain: Any) -> Any:
     return lifespan
 
 
-@click.group("gh-webhook")
+@click.group("gh-webhook", cls=SuggestingGroup)
 def gh_webhook() -> None:
     """The GitHub webhook receiver."""
 
 
-@gh_webhook.command("start")
+@gh_webhook.command("start", epilog="Example: the-loop gh-webhook start --route --log-format json")
 @click.option("--route", is_flag=True, help="Hand events to the dispatcher (else only log them).")
 @click.option("--host", default=None, help="Address to listen on (default: webhook.host).")
 @click.option(

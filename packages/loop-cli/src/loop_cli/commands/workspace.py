@@ -6,10 +6,11 @@ from typing import Any
 
 import click
 
-from ._common import echo_json, runtime, table
+from ..lazy import SuggestingGroup
+from ._common import echo_json, output_option, runtime, table
 
 
-@click.group()
+@click.group(cls=SuggestingGroup)
 def workspace() -> None:
     """The per-item git worktrees (`workspace.mode: worktree`)."""
 
@@ -39,8 +40,8 @@ def _render(rows: list[dict[str, Any]], fmt: str, with_action: bool) -> None:
     click.echo(table(out, headers))
 
 
-@workspace.command("list")
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
+@workspace.command("list", epilog="Example: the-loop workspace list -o json")
+@output_option("json", table_alias=True)
 @click.pass_context
 def list_(ctx: click.Context, fmt: str) -> None:
     """Every item worktree, its branch, and what it holds that is not saved."""
@@ -49,12 +50,12 @@ def list_(ctx: click.Context, fmt: str) -> None:
     _render(list_rows(runtime(ctx, read_only=True)), fmt, with_action=False)
 
 
-@workspace.command("gc")
+@workspace.command("gc", epilog="Example: the-loop workspace gc --dry-run")
 @click.option("--dry-run", is_flag=True, help="Say what would be removed; remove nothing.")
 @click.option(
     "--force", is_flag=True, help="Also remove worktrees holding unsaved work (never one in use)."
 )
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
+@output_option("json", table_alias=True)
 @click.pass_context
 def gc(ctx: click.Context, dry_run: bool, force: bool, fmt: str) -> None:
     """Remove worktrees of items without an active session that hold no unsaved work."""
