@@ -240,3 +240,21 @@ def test_console_script_is_installed_and_runs(tmp_path: Path) -> None:
     )
     assert done.returncode == 0
     assert done.stdout.strip() == f"A  {fingerprint('1')}"
+
+
+@pytest.mark.parametrize("flag", [["-o", "json"], ["--output", "json"], ["--output=json"]])
+def test_output_json_is_the_json_flag(
+    env_file: Path, flag: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["fingerprint", str(env_file), "--json"]) == 0
+    expected = capsys.readouterr().out
+    assert main(["fingerprint", *flag, str(env_file)]) == 0
+    assert capsys.readouterr().out == expected
+    json.loads(expected)
+
+
+def test_output_refuses_an_unknown_format(
+    env_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["fingerprint", str(env_file), "-o", "yaml"]) == 2
+    assert "-o/--output must be text or json" in capsys.readouterr().err

@@ -31,6 +31,26 @@ class SuggestingGroup(click.Group):
                 ctx.fail(f"No such command '{name}'. Did you mean '{near[0]}'?")
         return super().resolve_command(ctx, args)
 
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """List commands by their first sentence, whole (click cuts at the width)."""
+        rows = []
+        for name in self.list_commands(ctx):
+            cmd = self.get_command(ctx, name)
+            if cmd is not None and not cmd.hidden:
+                rows.append((name, first_sentence(cmd)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+def first_sentence(cmd: click.Command) -> str:
+    """The command's `short_help`, else the first sentence of its help, never cut."""
+    if cmd.short_help:
+        return cmd.short_help
+    paragraph = " ".join((cmd.help or "").split("\n\n")[0].split())
+    head, dot, _ = paragraph.partition(". ")
+    return head + "." if dot else paragraph
+
 
 class LazyGroup(SuggestingGroup):
     """`lazy` maps a command name to ("package.module:attr", "short help")."""
@@ -63,7 +83,7 @@ class LazyGroup(SuggestingGroup):
                 cmd = self.commands[name]
                 if cmd.hidden:
                     continue
-                rows.append((name, cmd.get_short_help_str(limit=70)))
+                rows.append((name, first_sentence(cmd)))
             else:
                 rows.append((name, self.lazy[name][1]))
         if rows:

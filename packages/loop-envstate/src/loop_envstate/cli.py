@@ -91,9 +91,9 @@ def _dispatch(args: list[str]) -> int:
     except Finished as done:
         return done.code
     if ns.command == "fingerprint":
-        return _fingerprint(ns.file, as_json=ns.json)
+        return _fingerprint(ns.file, as_json=ns.json or ns.output == "json")
     if ns.command == "check":
-        return _check(ns.file, ns.pids, as_json=ns.json, strict=ns.strict)
+        return _check(ns.file, ns.pids, as_json=ns.json or ns.output == "json", strict=ns.strict)
     return _exec(ns.file, ns.sets, command)
 
 

@@ -33,6 +33,8 @@ class _Parser(argparse.ArgumentParser):
         if message.startswith("unrecognized arguments:"):
             count = len(message.split(":", 1)[1].split())
             message = f"{count} unexpected argument(s)"
+        elif "invalid choice:" in message and "-o/--output" in message:
+            message = "-o/--output must be text or json"
         elif "invalid choice:" in message:
             message = "unknown command: choose fingerprint, check or exec"
         raise UsageError(f"{self.prog}: {message} (see --help)")
@@ -80,7 +82,14 @@ def build_parser() -> argparse.ArgumentParser:
         allow_abbrev=False,
     )
     fp.add_argument("file", metavar="FILE")
-    fp.add_argument("--json", action="store_true", help="print the documented JSON shape")
+    fp.add_argument(
+        "-o",
+        "--output",
+        choices=("text", "json"),
+        default="text",
+        help="text (default) or json: the documented JSON shape",
+    )
+    fp.add_argument("--json", action="store_true", help="the same as -o json")
 
     check = commands.add_parser(
         "check",
@@ -91,7 +100,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     check.add_argument("file", metavar="FILE")
     check.add_argument("pids", metavar="PID", nargs="+", type=pid_argument)
-    check.add_argument("--json", action="store_true", help="print the documented JSON shape")
+    check.add_argument(
+        "-o",
+        "--output",
+        choices=("text", "json"),
+        default="text",
+        help="text (default) or json: the documented JSON shape",
+    )
+    check.add_argument("--json", action="store_true", help="the same as -o json")
     check.add_argument("--strict", action="store_true", help="an unverified pid fails (exit 1)")
 
     run = commands.add_parser(

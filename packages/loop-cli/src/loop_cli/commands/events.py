@@ -50,7 +50,9 @@ def events(
     fmt: str,
     follow: bool,
 ) -> None:
-    """Read the event log (types are documented in docs/events.md)."""
+    """Read the event log; filters combine (every event type is in the events guide).
+
+    --follow keeps printing until Ctrl-C (exit 130) or SIGTERM (exit 143)."""
     from ..events_query import TABLE_HEADER, parse_since, table_line
     from ..runtime import open_event_log
 
@@ -81,8 +83,5 @@ def events(
             out(rec)
         return
     # One generator: the existing records, then the new ones, with no gap between.
-    try:
-        for rec in log.follow(**filters, from_start=True, limit=limit):
-            out(rec)
-    except KeyboardInterrupt:
-        pass
+    for rec in log.follow(**filters, from_start=True, limit=limit):  # Ctrl-C: exit 130
+        out(rec)

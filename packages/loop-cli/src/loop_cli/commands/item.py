@@ -58,12 +58,16 @@ def comment(ctx: click.Context, ref: str, text: str, author: str | None, fmt: st
 
 @item.command("close", epilog="Example: the-loop item close local:loop#1")
 @click.argument("ref", shell_complete=complete_ref)
+@output_option("json")
 @click.pass_context
-def close(ctx: click.Context, ref: str) -> None:
+def close(ctx: click.Context, ref: str, fmt: str) -> None:
     """Close an item; the poller then closes its session."""
     parsed = parse_ref(ref)
     changed = _tracker(ctx).close(parsed)
-    click.echo(f"closed {parsed}" if changed else f"{parsed} was already closed")
+    if fmt == "json":
+        echo_json({"ref": str(parsed), "closed": changed})
+    else:
+        click.echo(f"closed {parsed}" if changed else f"{parsed} was already closed")
 
 
 @item.command("list", epilog="Example: the-loop item list --state open -o json")
