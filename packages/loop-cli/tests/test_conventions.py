@@ -135,6 +135,7 @@ def test_docs_list_every_json_field_a_command_emits(run_cli, loop_config) -> Non
         "the-loop inbox list": ("inbox", "list", "--state", "done"),
         "the-loop status": ("status",),
         "the-loop config check": ("config", "check"),
+        "the-loop config check KEY": ("config", "check", "routing.tmuxSocket"),
         "the-loop version": ("version",),
         "the-loop harness check": ("harness", "check"),
         "the-loop env doctor": ("env", "doctor"),
@@ -144,6 +145,7 @@ def test_docs_list_every_json_field_a_command_emits(run_cli, loop_config) -> Non
         "the-loop item close": ("item", "close", "local:loop#1"),
     }
     sections = _doc_sections()
+    sections["the-loop config check KEY"] = sections["the-loop config check"]
     sections["the-loop sessions start"] = sections["the-loop sessions start / stop"]
     sections["the-loop sessions stop"] = sections["the-loop sessions start / stop"]
     runs["the-loop sessions stop"] = ("sessions", "stop", "local:loop#1")
@@ -352,3 +354,24 @@ def test_root_help_through_the_script_points_to_no_repository_path() -> None:
     assert done.returncode == 0
     assert "Example: the-loop" in done.stdout
     assert not re.search(r"docs/|packages/|\.md\b", done.stdout)
+
+
+def test_completion_offers_config_keys_and_check_shows_one(run_cli, loop_config) -> None:
+    keys = _complete("the-loop config check routing.", loop_config)
+    assert "routing.tmuxSocket" in keys
+    assert all(k.startswith("routing.") for k in keys)
+    shown = run_cli("config", "check", "routing.tmuxSocket")
+    assert shown.exit_code == 0
+    assert shown.output.strip() == yaml_value(loop_config, "routing", "tmuxSocket")
+    wrong = run_cli("config", "check", "routing.tmux_socket")
+    assert wrong.exit_code == 2
+    assert "did you mean 'routing.tmuxSocket'?" in wrong.output
+
+
+def yaml_value(path: Path, *keys: str) -> str:
+    import yaml
+
+    value: Any = yaml.safe_load(path.read_text())
+    for key in keys:
+        value = value[key]
+    return str(value)
