@@ -12,24 +12,48 @@ import sys
 PACKAGES = ("loop-cli", "loop-dispatch", "loop-tmux", "loop-envstate")
 
 
-def _module_version(distribution: str) -> str | None:
-    """`__version__` as written in the package's `__init__.py`, or None if not found."""
-    from importlib.util import find_spec
+def _init_candidates(module: str) -> list[str]:
+    """Where `module/__init__.py` lives: next to loop_cli (an installed tool), in the
+    monorepo's `packages/<dist>/src` (a development install)."""
+    import os
 
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    dist = module.replace("_", "-")
+    return [
+        os.path.join(here, module, "__init__.py"),
+        os.path.join(here, "..", "..", dist, "src", module, "__init__.py"),
+    ]
+
+
+def _read_version(path: str) -> str | None:
     try:
-        spec = find_spec(distribution.replace("-", "_"))
-    except (ImportError, ValueError):
-        return None
-    if spec is None or spec.origin is None:
-        return None
-    try:
-        with open(spec.origin, encoding="utf-8") as handle:
+        with open(path, encoding="utf-8") as handle:
             for line in handle:
                 if line.startswith("__version__"):
                     return line.partition("=")[2].strip().strip("\"'")
     except OSError:
         return None
     return None
+
+
+def _module_version(distribution: str) -> str | None:
+    """`__version__` as written in the package's `__init__.py`, or None if not found.
+    The usual places are tried first; a full import-path search (slower) last."""
+    import os
+
+    module = distribution.replace("-", "_")
+    for path in _init_candidates(module):
+        if os.path.isfile(path):
+            return _read_version(path)
+    from importlib.util import find_spec
+
+    try:
+        spec = find_spec(module)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or spec.origin is None:
+        return None
+    return _read_version(spec.origin)
 
 
 def tmux_version() -> str | None:
