@@ -375,3 +375,25 @@ def yaml_value(path: Path, *keys: str) -> str:
     for key in keys:
         value = value[key]
     return str(value)
+
+
+def test_output_flag_through_the_script(write_config) -> None:
+    config = write_config(use_env=False)
+    env = script_env(config)
+    assert the_loop("item", "open", "via the script", env=env).returncode == 0
+    outputs = [
+        the_loop(*args, env=env).stdout
+        for args in (
+            ("item", "list", "-o", "json"),
+            ("item", "list", "--output=json"),
+            ("item", "list", "--format", "json"),
+            ("-o", "json", "item", "list"),
+        )
+    ]
+    assert len(set(outputs)) == 1
+    assert json.loads(outputs[0])[0]["title"] == "via the script"
+    opened = json.loads(the_loop("item", "open", "second", "-o", "json", env=env).stdout)
+    assert opened == {"ref": "local:loop#2"}
+    refused = the_loop("item", "list", "-o", "slack", env=env)
+    assert refused.returncode == 2
+    assert "'slack' is not one of 'text', 'json'." in refused.stderr

@@ -131,6 +131,19 @@ def _root_obj(ctx: click.Context) -> dict[str, Any]:
     return root.obj if isinstance(root.obj, dict) else {}
 
 
+class _OutputChoice(click.Choice):  # type: ignore[type-arg]
+    """The documented formats in help and errors; old spellings accepted silently."""
+
+    def __init__(self, shown: list[str], accepted: list[str]) -> None:
+        super().__init__(shown)
+        self.accepted = accepted
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if value in self.accepted:
+            return value
+        return super().convert(value, param, ctx)
+
+
 def output_option(*formats: str, table_alias: bool = False) -> Callable[[F], F]:
     """`-o/--output` (alias `--format`): `text` first and default, then `formats`.
 
@@ -140,6 +153,7 @@ def output_option(*formats: str, table_alias: bool = False) -> Callable[[F], F]:
     """
     names = ["text", *formats]
     accepted = [*names, "table"] if table_alias else names
+    choice = _OutputChoice(names, accepted)
 
     def resolve(ctx: click.Context, _param: click.Parameter, value: str | None) -> str:
         if value is None:
@@ -156,7 +170,7 @@ def output_option(*formats: str, table_alias: bool = False) -> Callable[[F], F]:
             "--output",
             "--format",
             "fmt",
-            type=click.Choice(accepted),
+            type=choice,
             default=None,
             callback=resolve,
             help=f"{OUTPUT_HELP} [{'|'.join(names)}; default: text]",
