@@ -173,7 +173,7 @@ def output_option(*formats: str, table_alias: bool = False) -> Callable[[F], F]:
             type=choice,
             default=None,
             callback=resolve,
-            help=f"{OUTPUT_HELP} [{'|'.join(names)}; default: text]",
+            help=f"{OUTPUT_HELP} [default: text]",
         )(command)
 
     return decorate

@@ -136,7 +136,7 @@ def retry(
 ) -> None:
     """Re-arm rows now with a fresh attempt budget (recorded as `inbox.retried`).
 
-    IDS that name no pending, in-flight or given-up row are refused (exit 2) after the
+    IDS that name no pending or given-up row are refused (exit 2) after the
     others are re-armed."""
     if not ids and ref is None and not given_up:
         raise UsageError("name the rows to retry: IDs, --item REF or --given-up")
