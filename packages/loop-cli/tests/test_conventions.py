@@ -105,16 +105,20 @@ def test_a_root_output_is_the_default_of_the_command(run_cli, loop_config) -> No
     assert "this command has no -o slack" in refused.output
 
 
-def _keys(value: Any, out: set[str]) -> set[str]:
-    """Every key at any depth, except below maps keyed by data."""
+DATA_MAPS = {"effective", "detail", "fingerprints", "tables", "names.sessions"}
+
+
+def _keys(value: Any, out: set[str], parent: str = "") -> set[str]:
+    """Every key at any depth, except below maps keyed by data (config keys, event
+    details, env fingerprints: `names[].sessions` maps a fingerprint to a count)."""
     if isinstance(value, dict):
         for key, inner in value.items():
             out.add(key)
-            if key not in ("effective", "detail", "fingerprints", "tables"):
-                _keys(inner, out)
+            if key not in DATA_MAPS and f"{parent}.{key}" not in DATA_MAPS:
+                _keys(inner, out, key)
     elif isinstance(value, list):
         for inner in value:
-            _keys(inner, out)
+            _keys(inner, out, parent)
     return out
 
 
@@ -397,3 +401,37 @@ def test_output_flag_through_the_script(write_config) -> None:
     refused = the_loop("item", "list", "-o", "slack", env=env)
     assert refused.returncode == 2
     assert "'slack' is not one of 'text', 'json'." in refused.stderr
+
+
+def test_docs_list_the_fields_of_the_env_file_commands(
+    run_cli, write_config, tmux_socket: str, isolated: Path
+) -> None:
+    """`env doctor` and `sessions restart` with an env file, and `inbox drop` on a row."""
+    env_file = isolated / "agent.env"
+    env_file.write_text("TOKEN=one\n")
+    (isolated / "work").mkdir(exist_ok=True)
+    write_config(
+        {
+            "routing": {"tmuxSocket": tmux_socket},
+            "harness": {"cwd": str(isolated / "work")},
+            "env": {"file": str(env_file)},
+        }
+    )
+    run_cli("item", "open", "one")
+    assert run_cli("sessions", "start", "local:loop#1").exit_code == 0
+    env_file.write_text("TOKEN=two\n")  # rotated: the session is stale
+    run_cli("item", "comment", "local:loop#1", "queued")
+    sections = _doc_sections()
+    runs = {
+        "the-loop env doctor": ("env", "doctor"),
+        "the-loop sessions restart": ("sessions", "restart", "--all", "--dry-run"),
+        "the-loop status": ("status",),
+    }
+    for section, args in runs.items():
+        result = run_cli(*args, "-o", "json")
+        assert result.exit_code in (0, 1), (args, result.output)
+        seen = _keys(json.loads(result.stdout), set())
+        assert seen
+        undocumented = [k for k in sorted(seen) if f"`{k}`" not in sections[section]]
+        assert not undocumented, f"docs/output.md, section {section!r}, lacks {undocumented}"
+    assert "names" in _keys(json.loads(run_cli("env", "doctor", "-o", "json").stdout), set())
