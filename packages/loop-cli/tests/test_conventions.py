@@ -146,7 +146,6 @@ def test_docs_list_every_json_field_a_command_emits(run_cli, loop_config) -> Non
         "the-loop events": ("events", "--limit", "20"),
         "the-loop sessions reset": ("sessions", "reset", "local:loop#1", "--dry-run"),
         "the-loop inbox retry": ("inbox", "retry", "--given-up"),
-        "the-loop item close": ("item", "close", "local:loop#1"),
     }
     sections = _doc_sections()
     sections["the-loop config check KEY"] = sections["the-loop config check"]
@@ -154,6 +153,7 @@ def test_docs_list_every_json_field_a_command_emits(run_cli, loop_config) -> Non
     sections["the-loop sessions stop"] = sections["the-loop sessions start / stop"]
     runs["the-loop sessions stop"] = ("sessions", "stop", "local:loop#1")
     runs["the-loop sessions start"] = ("sessions", "start", "local:loop#1")
+    runs["the-loop item close"] = ("item", "close", "local:loop#1")  # last: no session after
     seen: dict[str, set[str]] = {}
     for section, args in runs.items():
         result = run_cli(*args, "-o", "json")
