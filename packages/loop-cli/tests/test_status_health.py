@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -153,6 +154,7 @@ def test_stale_heartbeat_names_the_daemon_and_the_remedy(run_cli, loop_config, i
     run_cli("item", "open", "x")
     run_cli("poll", "--once")
     _beat(isolated, {**OK_CYCLE, "failedCycles": 0}, stale_after=0.01)
+    time.sleep(0.05)  # the beat is older than stale_after by the clock, however fast status is
     result = run_cli("status", "--format", "json")
     assert result.exit_code == 1
     poller = _health(result)["poller"]
