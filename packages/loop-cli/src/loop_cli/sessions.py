@@ -58,6 +58,7 @@ def list_rows(rt: Runtime) -> list[dict[str, Any]]:
                 "cwd": str(rec.cwd),
                 "createdAt": rec.created_at.isoformat(),
                 "updatedAt": rec.updated_at.isoformat(),
+                "startedAt": (rec.started_at or rec.created_at).isoformat(),
                 "workspaceKept": kept,
             }
         )
