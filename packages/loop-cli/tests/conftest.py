@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 import time
 import uuid
@@ -79,6 +80,28 @@ def run_cli(isolated: Path) -> Callable[..., Result]:
         return CliRunner().invoke(cli, list(args), input=input, catch_exceptions=True)
 
     return invoke
+
+
+@pytest.fixture
+def console(isolated: Path) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """Run the INSTALLED `the-loop` console script (a real process, the isolated env)."""
+    script = Path(sys.executable).with_name("the-loop")
+    argv0 = [str(script)] if script.exists() else [sys.executable, "-m", "loop_cli.main"]
+
+    def run(
+        *args: str, input: str | None = None, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*argv0, *args],
+            input=input,
+            capture_output=True,
+            text=True,
+            env={**os.environ, **(env or {})},
+            timeout=120,
+            check=False,
+        )
+
+    return run
 
 
 @pytest.fixture

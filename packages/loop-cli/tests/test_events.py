@@ -68,7 +68,7 @@ def test_formats(run_cli, log) -> None:
     data = json.loads(run_cli("events", "--format", "json").output)
     assert [r["deliveryId"] for r in data] == ["d1", "d2", "d3"]
     table = run_cli("events").output.splitlines()
-    assert table[0].split()[:3] == ["TS", "LEVEL", "TYPE"]
+    assert table[0].split()[:3] == ["TIME", "LEVEL", "TYPE"]
     assert "tmux_unavailable" in table[3]
 
 

@@ -38,7 +38,9 @@ def test_item_errors(run_cli, write_config) -> None:
     run_cli("item", "close", "local:loop#1")
     closed = run_cli("item", "comment", "local:loop#1", "hello")
     assert closed.exit_code == 1
-    assert closed.output == "Error: local:loop#1 is closed; open a new item to continue\n"
+    assert closed.output == (
+        "Error: local:loop#1 is closed; reopen it with: the-loop item reopen local:loop#1\n"
+    )
     missing = run_cli("item", "comment", "local:loop#9", "hello")
     assert missing.exit_code == 2
     assert "no local item local:loop#9" in missing.output
@@ -70,7 +72,9 @@ def test_local_source_feeds_activity_after_the_cursor(tmp_path) -> None:
     assert not first.baseline
     assert not first.errors
 
-    cid = tracker.comment(ref, "more", author="carol")
+    number = tracker.comment(ref, "more", author="carol")
+    assert number == 1  # its number on the item; the delivery id keeps the global seq
+    cid = 2
     tracker.close(ref)
     second = source.poll(first.cursor)
     assert [e.kind for e in second.events] == [EventKind.COMMENT, EventKind.CLOSED]
@@ -98,5 +102,5 @@ def test_tracker_schema_survives_reopen(tmp_path) -> None:
     store.close()
     store = Store.open(tmp_path)
     assert [i.ref for i in LocalTracker(store).list()] == [WorkItemRef("local", "loop", 1)]
-    assert store.schema_version("loop_cli.tracker") == 1
+    assert store.schema_version("loop_cli.tracker") == 2
     store.close()

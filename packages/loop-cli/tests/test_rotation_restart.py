@@ -60,6 +60,13 @@ class FakeRegistry:
     def list(self, status=None):
         return [r for r in self.records.values() if status is None or r.status == status]
 
+    def mark_started(self, ref):
+        """As the registry does on a relaunch in place: the start time moves."""
+        if ref not in self.records:
+            return False
+        self.records[ref] = replace(self.records[ref], started_at=datetime.now(timezone.utc))
+        return True
+
 
 @dataclass
 class FakeTmux:

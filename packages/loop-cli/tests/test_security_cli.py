@@ -17,6 +17,11 @@ from loop_envstate import fingerprint, process_environ
 TOKEN = "ghp_daemonTOKENneverInAPane0123"
 SECRET = "whsec-daemon-never-in-a-pane"
 
+# The columns every schema version has (later versions add more).
+_SESSION_COLUMNS = (
+    "work_item, slug, tmux_name, harness, conversation_id, cwd, status, created_at, updated_at"
+)
+
 
 def _tmux(socket: str, *args: str, env: dict[str, str] | None = None) -> str:
     base = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
@@ -164,7 +169,7 @@ def test_a_poisoned_row_is_quarantined_everywhere_and_reset_clears_it(
     now = "2026-01-01T00:00:00+00:00"
     with store.transaction() as conn:
         conn.execute(
-            "INSERT INTO sessions VALUES (?,?,?,?,?,?,?,?,?)",
+            "INSERT INTO sessions(" + _SESSION_COLUMNS + ") VALUES (?,?,?,?,?,?,?,?,?)",
             (bad, "gh_x", "loop-gh_x", "generic", None, "/", "active", now, now),
         )
     store.close()

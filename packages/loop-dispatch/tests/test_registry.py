@@ -10,6 +10,11 @@ import pytest
 from loop_dispatch.model import WorkItemRef
 from loop_dispatch.store import Store
 
+# The columns every schema version has (later versions add more).
+_SESSION_COLUMNS = (
+    "work_item, slug, tmux_name, harness, conversation_id, cwd, status, created_at, updated_at"
+)
+
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def backend(request: pytest.FixtureRequest) -> str:
@@ -67,7 +72,9 @@ def test_hand_edited_bad_ref_is_quarantined(store: Store) -> None:
     store.registry.register(A, harness="h", conversation_id="c", cwd="/a")
     with store.transaction() as conn:
         conn.execute(
-            "INSERT INTO sessions VALUES ('nonsense', 's', 'loop-s', 'h', NULL, '/', 'active', "
+            "INSERT INTO sessions("
+            + _SESSION_COLUMNS
+            + ") VALUES ('nonsense', 's', 'loop-s', 'h', NULL, '/', 'active', "
             "'2026-01-01T00:00:00+00:00', '2026-01-01T00:00:00+00:00')"
         )
     # The other rows still load; the bad one is named, with its remedy.

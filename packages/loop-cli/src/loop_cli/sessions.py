@@ -58,6 +58,7 @@ def list_rows(rt: Runtime) -> list[dict[str, Any]]:
                 "cwd": str(rec.cwd),
                 "createdAt": rec.created_at.isoformat(),
                 "updatedAt": rec.updated_at.isoformat(),
+                "startedAt": (rec.started_at or rec.created_at).isoformat(),
                 "workspaceKept": kept,
             }
         )
@@ -155,7 +156,9 @@ def _require_open(rt: Runtime, ref: WorkItemRef) -> None:
     if item is None:
         raise UsageError(f"no local item {ref}; open one with `the-loop item open`")
     if item.state == "closed":
-        raise UsageError(f"{ref} is closed; a closed item gets no session (open a new item)")
+        raise UsageError(
+            f"{ref} is closed; a closed item gets no session (the-loop item reopen {ref})"
+        )
 
 
 def _require_open_on_github(rt: Runtime, ref: WorkItemRef) -> None:

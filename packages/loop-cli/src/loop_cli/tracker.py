@@ -5,7 +5,11 @@ Items and their activity live in two tables of the `loop_cli.tracker` schema nam
 every opening, comment and close is a row of an append-only activity table whose
 sequence number is the poll cursor, so `LocalSource` feeds the poller exactly as the
 GitHub source does. An item is watched from the moment it is opened: its opening is
-its first event.
+its first event; a reopening is a new opening (a new delivery, as on GitHub).
+
+Comments are numbered per item (1, 2, 3 on each item), for people and refs; the
+activity sequence number stays the comment's globally unique id, so delivery ids never
+repeat across items.
 """
 
 from __future__ import annotations
@@ -48,6 +52,18 @@ MIGRATIONS = [
         created_at TEXT NOT NULL
     );
     """,
+    # v2: comments numbered per item (issue 22); existing ones in the order they came.
+    """
+    ALTER TABLE loop_cli_item_activity ADD COLUMN comment_number INTEGER;
+    UPDATE loop_cli_item_activity SET comment_number = (
+        SELECT COUNT(*) FROM loop_cli_item_activity b
+        WHERE b.project = loop_cli_item_activity.project
+          AND b.number = loop_cli_item_activity.number
+          AND b.kind = 'comment' AND b.seq <= loop_cli_item_activity.seq)
+    WHERE kind = 'comment';
+    CREATE UNIQUE INDEX loop_cli_item_comment_number
+        ON loop_cli_item_activity (project, number, comment_number);
+    """,
 ]
 
 ItemState = Literal["open", "closed"]
@@ -70,13 +86,17 @@ class Item:
 
 @dataclass(frozen=True)
 class Activity:
-    """One row of an item's history: opened, a comment, closed."""
+    """One row of an item's history: opened, a comment, closed, reopened.
+
+    `seq` is unique across every item (the delivery id is made of it); `number` is a
+    comment's number on its own item (None for the other kinds)."""
 
     seq: int
     kind: str
     author: str
     body: str
     created_at: datetime
+    number: int | None = None
 
 
 def _now() -> str:
@@ -128,22 +148,48 @@ class LocalTracker:
         return WorkItemRef("local", project, number)
 
     def comment(self, ref: WorkItemRef, text: str, *, author: str | None = None) -> int:
-        """Add a comment; returns its id (the activity sequence number)."""
+        """Add a comment; returns its number on this item (1 for the first)."""
         if not text.strip():
             raise UsageError("a comment needs some text")
         item = self._require(ref)
         if item.state != "open":
-            raise OperationalError(f"{ref} is closed; open a new item to continue")
+            raise OperationalError(f"{ref} is closed; reopen it with: the-loop item reopen {ref}")
         now = _now()
         with self.store.transaction() as conn:
-            seq = self._activity(
-                conn, ref.project, ref.number, "comment", author or _user(), text, now
-            )
+            # The item's row first: on PostgreSQL the update locks it, so two comments on
+            # one item take their numbers in turn (SQLite's write lock does the same).
             conn.execute(
                 "UPDATE loop_cli_items SET updated_at = ? WHERE project = ? AND number = ?",
                 (now, ref.project, ref.number),
             )
-        return seq
+            row = conn.execute(
+                "SELECT COALESCE(MAX(comment_number), 0) + 1 FROM loop_cli_item_activity "
+                "WHERE project = ? AND number = ?",
+                (ref.project, ref.number),
+            ).fetchone()
+            number = int(row[0])
+            self._activity(
+                conn, ref.project, ref.number, "comment", author or _user(), text, now, number
+            )
+        return number
+
+    def reopen(self, ref: WorkItemRef, *, author: str | None = None) -> bool:
+        """Open a closed item again: a new opening, so its agent is started (resumed in
+        its kept workspace where there is one). False if it was open."""
+        item = self._require(ref)
+        if item.state == "open":
+            return False
+        now = _now()
+        with self.store.transaction() as conn:
+            conn.execute(
+                "UPDATE loop_cli_items SET state = 'open', updated_at = ? "
+                "WHERE project = ? AND number = ?",
+                (now, ref.project, ref.number),
+            )
+            self._activity(
+                conn, ref.project, ref.number, "opened", author or _user(), item.title, now
+            )
+        return True
 
     def close(self, ref: WorkItemRef, *, author: str | None = None) -> bool:
         """Close the item (its session is closed by the next poll). False if already closed."""
@@ -169,11 +215,18 @@ class LocalTracker:
         `the-loop item show` prints and a cut prompt points at."""
         self._require(ref)
         rows = self.store.query(
-            "SELECT seq, kind, author, body, created_at FROM loop_cli_item_activity "
-            "WHERE project = ? AND number = ? ORDER BY seq",
+            "SELECT seq, kind, author, body, created_at, comment_number "
+            "FROM loop_cli_item_activity WHERE project = ? AND number = ? ORDER BY seq",
             (ref.project, ref.number),
         )
-        return [Activity(int(r[0]), r[1], r[2], r[3], datetime.fromisoformat(r[4])) for r in rows]
+        out: builtins.list[Activity] = []
+        for r in rows:
+            # Every opening after the first is a reopening.
+            opened = r[1] == "opened" and any(a.kind in ("opened", "reopened") for a in out)
+            kind = "reopened" if opened else r[1]
+            number = None if r[5] is None else int(r[5])
+            out.append(Activity(int(r[0]), kind, r[2], r[3], datetime.fromisoformat(r[4]), number))
+        return out
 
     def list(self, state: ItemState | None = None) -> list[Item]:
         if state is None:
@@ -205,14 +258,22 @@ class LocalTracker:
         ]
 
     def _activity(
-        self, conn: Any, project: str, number: int, kind: str, author: str, body: str, now: str
+        self,
+        conn: Any,
+        project: str,
+        number: int,
+        kind: str,
+        author: str,
+        body: str,
+        now: str,
+        comment_number: int | None = None,
     ) -> int:
         """One activity row, and its event committed to the inbox in the same transaction:
         the command returns only once the event is durable (the drain delivers it)."""
         cur = conn.execute(
-            "INSERT INTO loop_cli_item_activity(project, number, kind, author, body, created_at)"
-            " VALUES (?, ?, ?, ?, ?, ?) RETURNING seq",
-            (project, number, kind, author, body, now),
+            "INSERT INTO loop_cli_item_activity(project, number, kind, author, body, created_at,"
+            " comment_number) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING seq",
+            (project, number, kind, author, body, now, comment_number),
         )
         seq = int(cur.fetchone()[0])  # RETURNING: the same on SQLite and PostgreSQL
         event = LocalSource.event((seq, project, number, kind, author, body, now))

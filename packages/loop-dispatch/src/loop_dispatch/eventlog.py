@@ -233,15 +233,19 @@ class EventLog:
         delivery_id: str | None,
         level: str | None,
         since: datetime | None,
+        exclude_types: str | None = None,
     ) -> Matcher:
         min_level = LEVELS[level] if level else 0
         item = None if work_item is None else str(work_item)
-        globs = [g.strip() for g in types_glob.split(",")] if types_glob else None
+        globs, excluded = type_globs(types_glob, exclude_types)
         if since is not None and since.tzinfo is None:
             since = since.replace(tzinfo=timezone.utc)
 
         def match(rec: Record) -> bool:
-            if globs and not any(fnmatch.fnmatchcase(str(rec.get("type")), g) for g in globs):
+            kind = str(rec.get("type"))
+            if globs and not any(fnmatch.fnmatchcase(kind, g) for g in globs):
+                return False
+            if any(fnmatch.fnmatchcase(kind, g) for g in excluded):
                 return False
             if item is not None and rec.get("workItem") != item:
                 return False
@@ -267,13 +271,19 @@ class EventLog:
         level: str | None = None,
         since: datetime | None = None,
         limit: int | None = None,
+        exclude_types: str | None = None,
     ) -> list[Record]:
         """Matching records across rotated files, oldest first; `limit` keeps the newest.
 
-        `types_glob`: fnmatch patterns, comma-separated (`session.*,dispatch.failed`).
-        `level`: minimum level.
+        `types_glob`: fnmatch patterns, comma-separated (`session.*,dispatch.failed`); one
+        starting with `!` excludes (`!poll.cycle`), as `exclude_types` does.
+        `level`: minimum level. With `limit`, the files are read from their end, newest
+        first, and reading stops at the `limit`th match: the cost follows `limit` (and
+        how rare the matches are), not the size of the log.
         """
-        match = self._matcher(types_glob, work_item, delivery_id, level, since)
+        match = self._matcher(types_glob, work_item, delivery_id, level, since, exclude_types)
+        if limit is not None:
+            return self._newest_matching(match, limit) if limit > 0 else []
         out: list[Record] = []
         for path in self.files():
             try:
@@ -281,6 +291,28 @@ class EventLog:
             except OSError:
                 continue
         return _newest(out, limit)
+
+    def _newest_matching(self, match: Matcher, limit: int) -> list[Record]:
+        """The newest `limit` matching records, oldest first, read backwards from the
+        end of the current file, then of each backup in turn. A file renamed by a
+        rotation mid-read is the same inode under its next name: read once."""
+        found: list[Record] = []
+        seen: set[int] = set()
+        for n in range(self.backups + 1):
+            fh, inode = _open(self._rotated(n) if n else self.path)
+            if fh is None or inode is None:
+                continue
+            with fh:
+                if inode in seen:
+                    continue
+                seen.add(inode)
+                for line in _lines_backwards(fh):
+                    rec = _parse(line)
+                    if rec is not None and match(rec):
+                        found.append(rec)
+                        if len(found) == limit:
+                            return found[::-1]
+        return found[::-1]
 
     def follow(
         self,
@@ -293,6 +325,7 @@ class EventLog:
         from_start: bool = False,
         limit: int | None = None,
         interval: float = 0.2,
+        exclude_types: str | None = None,
     ) -> Iterator[Record]:
         """Matching records as they are appended, across rotations (forever).
 
@@ -305,7 +338,7 @@ class EventLog:
         """
         if limit is not None and not from_start:
             raise ValueError("follow(limit=...) applies to the replayed records: pass from_start")
-        match = self._matcher(types_glob, work_item, delivery_id, level, since)
+        match = self._matcher(types_glob, work_item, delivery_id, level, since, exclude_types)
         start = _position(self.path) or _position(self._rotated(1))
         return self._follow(match, start, from_start, limit, interval)
 
@@ -436,6 +469,39 @@ def _log(record: Record) -> None:
         return
     with suppress(Exception):
         _logger.log(level, "%s", record["type"], extra={"loop_event": record})
+
+
+def type_globs(types_glob: str | None, exclude_types: str | None) -> tuple[list[str], list[str]]:
+    """(include globs, exclude globs) of comma-separated `types_glob` (a `!glob` entry
+    excludes) and `exclude_types`. No include glob: every type is included."""
+    include: list[str] = []
+    exclude: list[str] = []
+    for text, negated in ((types_glob, False), (exclude_types, True)):
+        for raw in (text or "").split(","):
+            glob = raw.strip()
+            if glob.startswith("!"):
+                exclude.append(glob[1:].strip())
+            elif glob:
+                (exclude if negated else include).append(glob)
+    return include, [g for g in exclude if g]
+
+
+def _lines_backwards(fh: BinaryIO, block: int = 64 * 1024) -> Iterator[bytes]:
+    """The non-blank lines of `fh` as it stands now, last first (a torn last line too:
+    it fails to parse and is skipped, as a forward read skips it)."""
+    pos = fh.seek(0, os.SEEK_END)
+    rest = b""
+    while pos > 0:
+        step = min(block, pos)
+        pos -= step
+        fh.seek(pos)
+        lines = (fh.read(step) + rest).split(b"\n")
+        rest = lines[0]  # the start of a line that began in an earlier block
+        for line in reversed(lines[1:]):
+            if line.strip():
+                yield line
+    if rest.strip():
+        yield rest
 
 
 def _newer_than(inode: int | None, files: list[tuple[int, bytes]]) -> list[bytes]:

@@ -26,10 +26,11 @@ SessionStatus = Literal["active", "closed"]
 # What a conversation id may be (ours are uuid4s): never a flag, a space or a newline.
 _CONVERSATION_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
 _COLUMNS = (
-    "work_item, slug, tmux_name, harness, conversation_id, cwd, status, created_at, updated_at"
+    "work_item, slug, tmux_name, harness, conversation_id, cwd, status, created_at, updated_at,"
+    " started_at"
 )
 _SELECT = "SELECT " + _COLUMNS + " FROM sessions"  # noqa: S608 (constant column list)
-_PLACEHOLDERS = ", ".join("?" * 9)
+_PLACEHOLDERS = ", ".join("?" * 10)
 # A record replaced whole (the same SQL on SQLite and PostgreSQL).
 _INSERT = (
     f"INSERT INTO sessions({_COLUMNS}) VALUES ({_PLACEHOLDERS}) "  # noqa: S608
@@ -51,6 +52,8 @@ class SessionRecord:
     status: SessionStatus
     created_at: datetime
     updated_at: datetime
+    # When the harness was last started: spawn, respawn or rotation relaunch (issue 22).
+    started_at: datetime | None = None
 
     @property
     def active(self) -> bool:
@@ -161,6 +164,7 @@ class Registry:
             status=row[6],
             created_at=self._timestamp(row, 7, "created_at"),
             updated_at=self._timestamp(row, 8, "updated_at"),
+            started_at=self._timestamp(row, 9, "started_at") if row[9] is not None else None,
         )
 
     def _timestamp(self, row: sqlite3.Row | tuple[Any, ...], index: int, column: str) -> datetime:
@@ -249,6 +253,7 @@ class Registry:
                     "active",
                     now,
                     now,
+                    now,
                 ),
             )
         record = self.get(ref)
@@ -270,6 +275,7 @@ class Registry:
                     record.status,
                     record.created_at.isoformat(),
                     record.updated_at.isoformat(),
+                    None if record.started_at is None else record.started_at.isoformat(),
                 ),
             )
 
@@ -283,6 +289,11 @@ class Registry:
 
     def set_conversation(self, ref: WorkItemRef, conversation_id: str | None) -> bool:
         return self._update(ref, "conversation_id = ?", (conversation_id,))
+
+    def mark_started(self, ref: WorkItemRef) -> bool:
+        """The item's harness was (re)started now: a rotation relaunch in place."""
+        with self._store.transaction() as conn:
+            return _mark_started(conn, ref, utcnow_iso())
 
     def close(self, ref: WorkItemRef) -> bool:
         """Mark the record closed (kept for history; a later event re-registers)."""
@@ -314,12 +325,16 @@ class Registry:
         `delivery_id` names the event the harness is started with as its prompt.
         """
         token = uuid.uuid4().hex
+        now = utcnow_iso()
         with self._store.transaction() as conn:
             conn.execute(
                 "INSERT INTO spawn_tokens(token, work_item, conversation_id, harness, cwd, "
                 "delivery_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (token, str(ref), conversation_id, harness, str(cwd), delivery_id, utcnow_iso()),
+                (token, str(ref), conversation_id, harness, str(cwd), delivery_id, now),
             )
+            # Every spawn (first, respawn, resume) goes through here: the start time
+            # `sessions list` shows.
+            _mark_started(conn, ref, now)
         return token
 
     def tokens_carrying(self, ref: WorkItemRef, delivery_id: str) -> set[str]:
@@ -347,6 +362,14 @@ class Registry:
         if conversation is not None and not _CONVERSATION_ID_RE.fullmatch(str(conversation)):
             conversation = None
         return SpawnRecord(conversation_id=conversation, harness=rows[0][1], cwd=Path(rows[0][2]))
+
+
+def _mark_started(conn: Any, ref: WorkItemRef, now: str) -> bool:
+    cur = conn.execute(
+        "UPDATE sessions SET started_at = ?, updated_at = ? WHERE work_item = ?",
+        (now, now, str(ref)),
+    )
+    return bool(cur.rowcount > 0)
 
 
 @dataclass(frozen=True, kw_only=True)

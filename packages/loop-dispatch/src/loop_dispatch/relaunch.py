@@ -74,6 +74,8 @@ class RelaunchRegistry(Protocol):
 
     def set_conversation(self, ref: WorkItemRef, conversation_id: str | None) -> bool: ...
 
+    def mark_started(self, ref: WorkItemRef) -> bool: ...
+
 
 class RelaunchTmux(Protocol):
     """What a relaunch needs of tmux (loop_tmux.Tmux)."""
@@ -254,6 +256,7 @@ class Relauncher:
                 results[str(item.record.work_item)] = answer
             else:
                 started.append(item)
+                self.registry.mark_started(item.record.work_item)
         if not started:
             return results
         try:

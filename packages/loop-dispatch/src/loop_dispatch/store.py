@@ -183,6 +183,12 @@ CORE_MIGRATIONS: list[str] = [
     UPDATE inbox SET work_item = lower(work_item) WHERE work_item LIKE 'github:%';
     UPDATE spawn_tokens SET work_item = lower(work_item) WHERE work_item LIKE 'github:%';
     """,
+    # v5: `started_at`, when the session's harness was last started (spawn, respawn,
+    # rotation relaunch), shown by `sessions list` (issue 22); rows begin at created_at.
+    """
+    ALTER TABLE sessions ADD COLUMN started_at TEXT;
+    UPDATE sessions SET started_at = created_at;
+    """,
 ]
 
 

@@ -55,7 +55,7 @@ def list_(ctx: click.Context, fmt: str) -> None:
         click.echo("no sessions registered")
         return
     kept = [f"{r['ref']}: worktree kept ({r['workspaceKept']})" for r in rows if r["workspaceKept"]]
-    headers = ["REF", "TMUX", "STATUS", "PRESENCE", "HARNESS", "CONVERSATION", "UPDATED"]
+    headers = ["REF", "TMUX", "STATUS", "PRESENCE", "HARNESS", "CONVERSATION", "STARTED", "CWD"]
     body = [
         [
             r["displayRef"],
@@ -64,7 +64,8 @@ def list_(ctx: click.Context, fmt: str) -> None:
             r["presence"],
             r["harness"],
             r["conversationId"] or "-",
-            r["updatedAt"][:19],
+            _when(r["startedAt"]),
+            _home(r["cwd"]),
         ]
         for r in rows
     ]
@@ -75,6 +76,21 @@ def list_(ctx: click.Context, fmt: str) -> None:
     click.echo(table(body, headers))
     for line in kept:
         click.echo(line)
+
+
+def _when(iso: str) -> str:
+    """A stored UTC time in the local zone, its offset shown: `2026-12-03 21:36:01+01:00`."""
+    from datetime import datetime
+
+    return datetime.fromisoformat(iso).astimezone().isoformat(sep=" ", timespec="seconds")
+
+
+def _home(path: str) -> str:
+    """`path` with the home folder shown as `~` (shorter columns, nothing lost)."""
+    from pathlib import Path
+
+    home = str(Path.home())
+    return "~" + path[len(home) :] if path == home or path.startswith(home + "/") else path
 
 
 @sessions.command("start", epilog="Example: the-loop sessions start local:loop#1")
