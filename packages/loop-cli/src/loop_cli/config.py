@@ -21,18 +21,26 @@ import msgspec
 from msgspec import Meta
 
 from . import paths
+from .envnames import looks_like_token, shown
 from .errors import ConfigError
 from .validation import Rule, check, describe, run_rules
 
 _TMUX_SOCKET_CHARS = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
 DEMO_AGENT_MODULE = "loop_cli.demo_agent"
+DEFAULT_TMUX_SOCKET = "the-loop"
 
 
 def _check_env_name(value: str) -> None:
+    # Messages never repeat the value: it may be the token itself (issue 21).
     if not value or not (value[0].isalpha() or value[0] == "_"):
         raise ValueError("must be the NAME of an environment variable (not its value)")
     if not all(ch.isalnum() or ch == "_" for ch in value):
         raise ValueError("must be the NAME of an environment variable (not its value)")
+    if looks_like_token(value):  # `github_pat_...` has a name's characters
+        raise ValueError(
+            "must be the NAME of an environment variable, and this looks like a token "
+            "(not shown): put the token in the environment and write its variable's NAME here"
+        )
 
 
 def _program_first(value: list[str]) -> None:
@@ -136,7 +144,9 @@ class HarnessConfig(_Section, frozen=True, kw_only=True):
 
 class RoutingConfig(_Section, frozen=True, kw_only=True):
     runner: Literal["tmux"] = "tmux"
-    tmux_socket: Annotated[str, Rule(_socket_name)] | None = None
+    # issue 21: a private server of the-loop's own by default, never the operator's
+    # default server (whose global environment may hold anything); null asks for it.
+    tmux_socket: Annotated[str, Rule(_socket_name)] | None = DEFAULT_TMUX_SOCKET
     # The longest one dispatch waits for its work item's lock (another dispatch, a
     # restart or a stop holding it) before the attempt fails (transient) and the inbox
     # retries it later; short, so a busy item never holds a drain worker for long.
@@ -287,7 +297,7 @@ class Config(_Section, frozen=True, kw_only=True):
         for name in self.harness.pass_env:
             if name in (self.github.token_env, self.webhook.secret_env):
                 raise ValueError(
-                    f"harness.passEnv: {name} is a credential of the daemon "
+                    f"harness.passEnv: {shown(name)} is a credential of the daemon "
                     "(github.tokenEnv / webhook.secretEnv) and never reaches an agent"
                 )
 
@@ -459,4 +469,4 @@ def effective(loaded: LoadedConfig) -> dict[str, Any]:
 
 
 def _env_state(name: str) -> str:
-    return f"{name} ({'set' if os.environ.get(name) else 'not set'})"
+    return f"{shown(name)} ({'set' if os.environ.get(name) else 'not set'})"

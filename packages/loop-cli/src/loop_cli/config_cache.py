@@ -136,7 +136,13 @@ def keep(path: Path, config: object, want: list[str]) -> None:
     tmp = entry.with_name(f"{entry.name}.{os.getpid()}.tmp")
     try:
         entry.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        if not _private(os.lstat(entry.parent)):
+        folder = os.lstat(entry.parent)
+        if stat.S_IMODE(folder.st_mode) & 0o077 and folder.st_uid == os.geteuid():
+            from loop_dispatch.private import DIR_MODE, tighten  # rare: a looser folder
+
+            tighten(entry.parent, DIR_MODE)
+            folder = os.lstat(entry.parent)
+        if not _private(folder):
             return
         body = msgspec.msgpack.encode(config, enc_hook=str)
         blob = msgspec.msgpack.encode((want, msgspec.Raw(body)))

@@ -38,8 +38,11 @@ def daemon_lock(rt: Runtime) -> Iterator[None]:
     """
     from .errors import OperationalError
 
-    rt.lock_dir.mkdir(parents=True, exist_ok=True)
-    with open(rt.lock_dir / DAEMON_LOCK, "a+") as handle:
+    from loop_dispatch.private import private_dir, private_file
+
+    private_dir(rt.state_dir)
+    private_dir(rt.lock_dir)
+    with open(private_file(rt.lock_dir / DAEMON_LOCK), "a+") as handle:
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

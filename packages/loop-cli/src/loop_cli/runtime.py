@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import __version__
 from .config import Config, HarnessConfig, LoadedConfig
+from .envnames import shown
 from .errors import ConfigError, UsageError
 
 if TYPE_CHECKING:
@@ -69,13 +70,12 @@ def build_adapter(harness: HarnessConfig, state: HarnessState | None = None) -> 
 
 
 def build_launcher(config: Config, config_path: Path | None = None) -> Launcher:
-    """THE launcher seam: the env-file launcher when `env.file` is configured, else
-    dispatch's default launcher (spawns exactly as without env rotation)."""
-    from loop_dispatch.launch import default_launcher
+    """THE launcher seam: every pane runs under `loop-envstate exec`, with the env file
+    when `env.file` is configured, and always with an environment built from the
+    allowlist, `harness.passEnv` and the-loop's own names only (docs/security.md)."""
+    from .rotation.launcher import pane_launcher
 
-    from .rotation.launcher import build_launcher as env_file_launcher
-
-    return env_file_launcher(config, config_path) or default_launcher
+    return pane_launcher(config, config_path)
 
 
 def build_source(config: Config, store: Store) -> Source:
@@ -90,7 +90,7 @@ def build_source(config: Config, store: Store) -> Source:
     if not token:
         raise ConfigError(
             [
-                f"tracker github: the token variable github.tokenEnv={config.github.token_env} "
+                f"tracker github: the token variable github.tokenEnv={shown(config.github.token_env)} "
                 "is not set in this environment"
             ]
         )
@@ -156,7 +156,7 @@ class Runtime:
             if not password:
                 raise ConfigError(
                     [
-                        f"{self.loaded.path}: store.passwordEnv names {cfg.password_env}, "
+                        f"{self.loaded.path}: store.passwordEnv names {shown(cfg.password_env)}, "
                         "which is not set (or empty) in the environment"
                     ]
                 )
@@ -445,7 +445,8 @@ class Runtime:
         from .rotation.restart import AdapterLike, RestartDeps
 
         launcher = self.launcher
-        if not isinstance(launcher, EnvFileLauncher):  # require_env_file refuses before this
+        if not isinstance(launcher, EnvFileLauncher) or launcher.file is None:
+            # require_env_file refuses before this
             raise UsageError("no env file configured (key env.file)")
         adapter = self.adapter
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from .model import WorkItemRef
+from .private import FILE_MODE, private_dir, tighten
 
 __all__ = ["EVENT_TYPES", "LEVELS", "LOGGER_NAME", "EventLog", "Record", "redact_detail"]
 
@@ -152,6 +153,7 @@ class EventLog:
         self.max_bytes = max_bytes
         self.backups = max(1, backups)
         self._lock_path = self.path.with_name(self.path.name + ".lock")
+        self._tightened = False
 
     # -- writing -------------------------------------------------------------------
 
@@ -186,8 +188,12 @@ class EventLog:
         # so the line stays valid UTF-8 and valid JSON, and emit never raises for it.
         line = text.encode("utf-8", "backslashreplace")
         with suppress(OSError):
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            if not self.path.parent.is_dir():
+                private_dir(self.path.parent)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, FILE_MODE)
+            if not self._tightened:  # a log made looser by an older version or by hand
+                self._tightened = True
+                tighten(self.path, FILE_MODE)
             try:
                 os.write(fd, line)
                 size = os.fstat(fd).st_size
@@ -199,7 +205,8 @@ class EventLog:
         return record
 
     def _rotate(self) -> None:
-        fd = os.open(self._lock_path, os.O_WRONLY | os.O_CREAT, 0o600)
+        fd = os.open(self._lock_path, os.O_WRONLY | os.O_CREAT, FILE_MODE)
+        tighten(self._lock_path, FILE_MODE)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             try:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from .errors import DispatchError
 from .model import WorkItemRef
+from .private import FILE_MODE, private_dir, tighten
 
 __all__ = ["LockTimeout", "LockUnavailable", "item_lock", "lock_path"]
 
@@ -41,8 +42,9 @@ def item_lock(
     """Hold `ref`'s lock for the block. `timeout=None` waits as long as it takes."""
     path = lock_path(lock_dir, ref)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        private_dir(path.parent)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, FILE_MODE)
+        tighten(path, FILE_MODE)
     except OSError as exc:
         raise LockUnavailable(
             f"cannot open the lock of {ref} at {path}: {exc.strerror or exc}"

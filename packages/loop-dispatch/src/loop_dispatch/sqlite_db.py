@@ -1,8 +1,9 @@
 """The embedded backend: one SQLite file (`state.db`) in the state directory.
 
 WAL so readers (status, `sessions list`) never block the daemon; a busy timeout so
-writers in other processes wait rather than fail; every state change is one
-transaction (BEGIN IMMEDIATE: one writer at a time), so a process killed at any
+writers in other processes wait rather than fail; the directory is 0700 and the file
+(with its -wal and -shm) 0600, since the inbox holds ticket bodies and comments; every
+state change is one transaction (BEGIN IMMEDIATE: one writer at a time), so a process killed at any
 instant leaves the file consistent. The core version is mirrored into PRAGMA
 user_version so sqlite3 tools can see it.
 
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import StoreBusy, StoreError, one_line
+from .private import FILE_MODE, private_dir, private_file, tighten
 
 __all__ = ["BUSY_TIMEOUT_MS", "SqliteDatabase", "read_only_reason", "run_script"]
 
@@ -113,11 +115,16 @@ class SqliteDatabase:
         state_dir = Path(state_dir).expanduser()
         path = state_dir / "state.db"
         try:
-            state_dir.mkdir(parents=True, exist_ok=True)
+            private_dir(state_dir)
         except OSError as exc:
             raise StoreError(path, f"cannot create the state directory: {one_line(exc)}") from None
         if path.is_dir():
             raise StoreError(path, "is a directory, expected an SQLite file")
+        try:
+            # Made 0600 before SQLite opens it: SQLite gives -wal and -shm its mode.
+            private_file(path)
+        except OSError as exc:
+            raise StoreError(path, f"cannot create: {one_line(exc)}") from None
         try:
             conn = sqlite3.connect(
                 str(path),
@@ -134,6 +141,8 @@ class SqliteDatabase:
         while True:
             try:
                 db._setup()
+                for extra in ("-wal", "-shm"):  # made looser by an older version
+                    tighten(f"{path}{extra}", FILE_MODE)
                 migrate(db)
                 db._opening = False
                 return db

@@ -14,7 +14,14 @@ import os
 import sys
 
 from loop_envstate.envfile import EnvFileError, display_path, parse, read_values
-from loop_envstate.launcher import LaunchError, exec_program, layered, parse_set
+from loop_envstate.launcher import (
+    LaunchError,
+    exec_program,
+    is_keep_pattern,
+    kept,
+    layered,
+    parse_set,
+)
 from loop_envstate.usage import (
     EXIT_DRIFT,
     EXIT_FAILED,
@@ -35,7 +42,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit status (exec only returns on failure)."""
     args = list(sys.argv[1:] if argv is None else argv)
     try:
-        plain = plain_exec(args)
+        plain = plain_exec_line(args)
         if plain is not None:
             return _exec(*plain)
         return _dispatch(args)
@@ -53,34 +60,53 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def plain_exec(args: list[str]) -> tuple[str, list[str], list[str]] | None:
-    """(FILE, --set arguments, CMD) of a plain `exec FILE [--set NAME=VALUE ...] -- CMD`.
+    """(FILE, --set arguments, CMD) of a plain `exec FILE [--set NAME=VALUE ...] -- CMD`
+    (a line without --keep); None for any other line (see `plain_exec_line`)."""
+    line = plain_exec_line(args)
+    if line is None or line[1] is not None or line[0] is None:
+        return None
+    return line[0], line[2], line[3]
 
-    None for any other line (help, a typo, a stray argument, an option-like FILE):
-    argparse then reads it, so both ways accept the same lines and the errors stay
-    argparse's. Like argparse, options may come before or after FILE.
+
+def plain_exec_line(
+    args: list[str],
+) -> tuple[str | None, list[str] | None, list[str], list[str]] | None:
+    """(FILE or None, --keep names or None, --set arguments, CMD) of a plain
+    `exec [FILE] [--keep NAME ...] [--set NAME=VALUE ...] -- CMD`.
+
+    None for any other line (help, a typo, a stray argument, an option-like FILE, no
+    FILE and no --keep): argparse then reads it, so both ways accept the same lines and
+    the errors stay argparse's. Like argparse, options may come before or after FILE.
     """
     if not args or args[0] != "exec" or "--" not in args:
         return None
     cut = args.index("--")
     file: str | None = None
+    keeps: list[str] | None = None
     sets: list[str] = []
     index = 1
     while index < cut:
         arg = args[index]
-        if arg == "--set" and index + 1 < cut and not args[index + 1].startswith("-"):
-            sets.append(args[index + 1])
+        if arg in ("--set", "--keep") and index + 1 < cut and not args[index + 1].startswith("-"):
+            if arg == "--set":
+                sets.append(args[index + 1])
+            else:
+                keeps = [*(keeps or []), args[index + 1]]
             index += 2
         elif arg.startswith("--set="):
             sets.append(arg.removeprefix("--set="))
+            index += 1
+        elif arg.startswith("--keep="):
+            keeps = [*(keeps or []), arg.removeprefix("--keep=")]
             index += 1
         elif file is None and not arg.startswith("-"):
             file = arg
             index += 1
         else:
             return None
-    if file is None:
+    if file is None and keeps is None:
         return None
-    return file, sets, args[cut + 1 :]
+    return file, keeps, sets, args[cut + 1 :]
 
 
 def _dispatch(args: list[str]) -> int:
@@ -94,7 +120,9 @@ def _dispatch(args: list[str]) -> int:
         return _fingerprint(ns.file, as_json=ns.json or ns.output == "json")
     if ns.command == "check":
         return _check(ns.file, ns.pids, as_json=ns.json or ns.output == "json", strict=ns.strict)
-    return _exec(ns.file, ns.sets, command)
+    if ns.file is None and not ns.keeps:
+        raise UsageError(f"{PROG} exec: give FILE, or --keep NAME (see --help)")
+    return _exec(ns.file, ns.keeps, ns.sets, command)
 
 
 def _fingerprint(file: str, *, as_json: bool) -> int:
@@ -130,8 +158,7 @@ def _check(file: str, pids: list[int], *, as_json: bool, strict: bool) -> int:
     return code
 
 
-def _exec(file: str, sets: list[str], command: list[str]) -> int:
-
+def _exec(file: str | None, keeps: list[str] | None, sets: list[str], command: list[str]) -> int:
     if not command:
         raise UsageError(NEEDS_COMMAND)
     overrides: dict[str, str] = {}
@@ -141,13 +168,23 @@ def _exec(file: str, sets: list[str], command: list[str]) -> int:
         except ValueError as err:
             raise UsageError(f"{PROG} exec: {err} (--set number {position})") from None
         overrides[name] = value
-    values, malformed = read_values(file)
-    if malformed:
-        from loop_envstate.render import malformed_warning
+    for position, pattern in enumerate(keeps or (), start=1):
+        if not is_keep_pattern(pattern):
+            raise UsageError(
+                f"{PROG} exec: --keep needs a variable NAME or PREFIX* (--keep number {position})"
+            )
+    values: dict[str, str] = {}
+    if file is not None:
+        values, malformed = read_values(file)
+        if malformed:
+            from loop_envstate.render import malformed_warning
 
-        _err(malformed_warning(display_path(file), malformed))
+            _err(malformed_warning(display_path(file), malformed))
+    # With --keep, nothing is inherited but the kept names (a foreign tmux server's
+    # global environment may hold anything); without it, everything is (older callers).
+    inherited = os.environ if keeps is None else kept(os.environ, keeps)
     try:
-        exec_program(command, layered(os.environ, values, overrides))
+        exec_program(command, layered(inherited, values, overrides))
     except LaunchError as err:
         _err(f"{PROG} exec: {err}")
         return err.code

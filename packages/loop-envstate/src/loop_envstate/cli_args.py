@@ -113,14 +113,25 @@ def build_parser() -> argparse.ArgumentParser:
     run = commands.add_parser(
         "exec",
         help="run CMD (same pid) with inherited env < FILE < --set values",
-        usage=f"{PROG} exec FILE [--set NAME=VALUE ...] -- CMD [ARG...]",
+        usage=f"{PROG} exec [FILE] [--keep NAME ...] [--set NAME=VALUE ...] -- CMD [ARG...]",
         description="Replace this process with CMD. Values reach CMD only through its "
-        "environment, never a command line. FILE missing or unreadable: exit 2 and CMD "
+        "environment, never a command line. With --keep, CMD's environment is built from "
+        "nothing: the kept inherited names, then FILE, then --set (FILE is then optional). "
+        "FILE missing or unreadable: exit 2 and CMD "
         "is not started. Malformed lines are reported by number and CMD still runs. CMD "
         "not found: exit 127; found but not runnable: exit 126.",
         allow_abbrev=False,
     )
-    run.add_argument("file", metavar="FILE")
+    run.add_argument("file", metavar="FILE", nargs="?", default=None)
+    run.add_argument(
+        "--keep",
+        dest="keeps",
+        metavar="NAME",
+        action="append",
+        default=None,
+        help="an inherited name CMD keeps (PREFIX* for a prefix); given, nothing else is "
+        "inherited",
+    )
     run.add_argument(
         "--set",
         dest="sets",

@@ -1,8 +1,11 @@
 """The launcher: hand an env file to a program without a value on any command line.
 
-the-loop starts every tmux pane as ``loop-envstate exec FILE --set NAME=VALUE -- CMD``.
-The file's values travel only through this process's memory into exec(), so they never
-appear in tmux's argv, in tmux's global environment, or in ``ps`` output.
+the-loop starts every tmux pane as ``loop-envstate exec [FILE] --keep NAME ... --set
+NAME=VALUE -- CMD``. The file's values travel only through this process's memory into
+exec(), so they never appear in tmux's argv, in tmux's global environment, or in ``ps``
+output. With ``--keep``, CMD's environment is built from nothing: only the kept names
+of the inherited environment, then the file, then ``--set``; whatever else the tmux
+server holds (a server the-loop did not start may hold anything) never reaches CMD.
 """
 
 from __future__ import annotations
@@ -35,24 +38,36 @@ class LaunchError(EnvstateError):
 
 
 def launcher_argv(
-    file: str | os.PathLike[str],
+    file: str | os.PathLike[str] | None,
     sets: Mapping[str, str],
     argv: Sequence[str],
     python: str = sys.executable,
+    keep: Sequence[str] | None = None,
 ) -> list[str]:
     """The command line that runs ``argv`` under the launcher with ``file`` and ``sets``.
 
     ``sets`` are the caller's own, non-secret names (they are visible in ``ps`` until
-    the exec). The launcher is the console script installed beside ``python`` (same
+    the exec). ``keep`` (names, or ``PREFIX*``) builds the environment from nothing but
+    those inherited names; None inherits everything. ``file`` may be None only with
+    ``keep``. The launcher is the console script installed beside ``python`` (same
     environment, so the same version), else the one on PATH, else ``python -m
     loop_envstate``, which works wherever this package is importable.
     """
     if not argv:
         raise ValueError("launcher_argv needs a command to run")
+    if file is None and not keep:
+        raise ValueError("launcher_argv needs an env file, or names to keep")
     for name in sets:
         if not is_valid_name(name):
             raise ValueError(f"not a usable environment variable name: {name!r}")
-    command = [*_launcher_prefix(python), "exec", os.fspath(file)]
+    for name in keep or ():
+        if not is_keep_pattern(name):
+            raise ValueError(f"not a usable name to keep: {name!r}")
+    command = [*_launcher_prefix(python), "exec"]
+    if file is not None:
+        command.append(os.fspath(file))
+    for name in keep or ():
+        command += ["--keep", name]
     for name, value in sets.items():
         command += ["--set", f"{name}={value}"]
     return [*command, "--", *argv]
@@ -76,6 +91,20 @@ def parse_set(argument: str) -> tuple[str, str]:
     if not sep or not is_valid_name(name):
         raise ValueError("--set needs NAME=VALUE with a usable name")
     return name, value
+
+
+def is_keep_pattern(text: str) -> bool:
+    """A ``--keep`` argument: a variable name, or a name prefix ending in ``*``."""
+    return is_valid_name(text.removesuffix("*")) and "*" not in text.removesuffix("*")
+
+
+def kept(inherited: Mapping[str, str], keep: Sequence[str]) -> dict[str, str]:
+    """The inherited names ``keep`` lists (``PREFIX*`` keeps every name with PREFIX)."""
+    names = {k for k in keep if not k.endswith("*")}
+    prefixes = tuple(k[:-1] for k in keep if k.endswith("*"))
+    return {
+        k: v for k, v in inherited.items() if k in names or (prefixes and k.startswith(prefixes))
+    }
 
 
 def layered(

@@ -13,7 +13,7 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 
-__all__ = ["ALLOWED_NAMES", "ALLOWED_PREFIXES", "allowlisted", "is_allowed"]
+__all__ = ["ALLOWED_NAMES", "ALLOWED_PREFIXES", "PANE_NAMES", "allowlisted", "is_allowed"]
 
 ALLOWED_NAMES = frozenset(
     {
@@ -32,6 +32,8 @@ ALLOWED_NAMES = frozenset(
 )
 """Names a terminal program needs to behave like it does in a login shell."""
 ALLOWED_PREFIXES = ("LC_",)
+PANE_NAMES = ("TMUX", "TMUX_PANE", "TERM_PROGRAM", "TERM_PROGRAM_VERSION")
+"""Names tmux itself sets in each pane (which server and pane it runs in): not inherited."""
 _NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 

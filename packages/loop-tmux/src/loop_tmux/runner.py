@@ -28,6 +28,7 @@ _CONNECT_ABSENT = re.compile(
     r"(No such file or directory|Connection refused)"
 )
 _STRIPPED_ENV = ("TMUX", "TMUX_PANE")
+_SOCKET_DIR_VAR = "TMUX_TMPDIR"
 # What a client sees from a server that is shutting down (its last session just went).
 _TRANSIENT_TEXTS = ("server exited unexpectedly", "no current target", "lost server")
 
@@ -83,13 +84,20 @@ def is_transient(answer: Answer) -> bool:
 
 def tmux_environ(base: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment tmux clients run with: `base` (default ours), minus TMUX and
-    TMUX_PANE.
+    TMUX_PANE, plus our TMUX_TMPDIR.
 
     With TMUX set, a tmux client without -L/-S talks to the server named there, so the
-    "default server" would depend on where the-loop happens to run.
+    "default server" would depend on where the-loop happens to run. TMUX_TMPDIR says
+    where every socket lives: a scrubbed `base` (a server's allowlist) must not drop it,
+    or the daemon's server would listen in /tmp/tmux-UID while `tmux` and `sessions
+    attach`, run with it, look in the operator's chosen directory.
     """
     source = os.environ if base is None else base
-    return {k: v for k, v in source.items() if k not in _STRIPPED_ENV}
+    env = {k: v for k, v in source.items() if k not in _STRIPPED_ENV}
+    tmpdir = os.environ.get(_SOCKET_DIR_VAR)
+    if tmpdir and _SOCKET_DIR_VAR not in env:
+        env[_SOCKET_DIR_VAR] = tmpdir
+    return env
 
 
 # tmux clients under way, so a process that stops can end them (`kill_clients`).

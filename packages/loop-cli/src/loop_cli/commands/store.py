@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from ..envnames import is_env_name, shown
 from ..errors import OperationalError, UsageError
 from ..lazy import SuggestingGroup
 from ._common import echo_json, output_option, runtime
@@ -58,14 +59,16 @@ def migrate(ctx: click.Context, url: str, password_env: str | None, fmt: str) ->
     if not rt.has_state:
         raise UsageError(f"no state store in {rt.state_dir} to migrate")
     name = password_env or rt.config.store.password_env
+    if name and not is_env_name(name):
+        raise UsageError("--password-env must be the NAME of a variable, not its value (not shown)")
     password = os.environ.get(name) if name else None
     if name and not password:
-        raise UsageError(f"{name} (the password variable) is not set")
+        raise UsageError(f"{shown(name)} (the password variable) is not set")
     foreign = foreign_tables(url, password)
     if foreign:
-        shown = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
+        listed = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
         raise UsageError(
-            f"{redact_url(url)} holds another application's tables ({shown}); "
+            f"{redact_url(url)} holds another application's tables ({listed}); "
             "migrate only into a new, empty database"
         )
     _refuse_live_daemons(rt.store)

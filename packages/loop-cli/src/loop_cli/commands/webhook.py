@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from ..envnames import shown
 from ..errors import OperationalError, UsageError
 from ..lazy import SuggestingGroup
 from ._common import log_options, runtime
@@ -42,7 +43,7 @@ def resolve_secret(env_name: str, insecure: bool, host: str) -> bytes | None:
     value = os.environ.get(env_name, "")
     if not value:
         raise UsageError(
-            f"webhook secret: the variable webhook.secretEnv={env_name} is not set or empty; "
+            f"webhook secret: the variable webhook.secretEnv={shown(env_name)} is not set or empty; "
             "set it to the webhook's secret (or pass --insecure-no-signature on a loopback host)"
         )
     return value.encode("utf-8")

@@ -1,10 +1,14 @@
-"""The env-file launcher hook: every spawn and respawn runs under `loop-envstate exec`.
+"""The launcher hook: every spawn and respawn runs under `loop-envstate exec`.
 
 A value passed as `tmux new-session -e NAME=VALUE` sits on tmux's argv (visible in
 `ps`) and, on some versions, in the server's environment. Instead the pane runs
-`loop-envstate exec FILE --set THE_LOOP_...=... -- <harness argv>`: the launcher reads
-the file at that moment and execs the harness with the values, so they travel only
-through memory, and the pane pid is the harness itself (drift reads it directly).
+`loop-envstate exec [FILE] --keep NAME ... --set THE_LOOP_...=... -- <harness argv>`:
+the launcher reads the file at that moment and execs the harness with the values, so
+they travel only through memory, and the pane pid is the harness itself (drift reads it
+directly). `--keep` lists the names an agent may inherit (the allowlist, what tmux sets
+in a pane, `harness.passEnv`, the-loop's own): the harness's environment is built from
+those, the file and `--set`, never from whatever the tmux server holds (issue 21: a
+server the-loop did not start may hold the operator's tokens).
 """
 
 from __future__ import annotations
@@ -37,30 +41,53 @@ def own_environment(record: SessionRecord, config_path: Path | None) -> dict[str
     return env
 
 
+def kept_names(config: Config) -> tuple[str, ...]:
+    """The inherited names a pane keeps (`--keep`): the allowlist (its prefixes as
+    `PREFIX*`), what tmux sets in a pane, the-loop's own non-secret names and
+    `harness.passEnv`, never a daemon credential."""
+    from loop_tmux.environment import ALLOWED_NAMES, ALLOWED_PREFIXES, PANE_NAMES
+
+    from ..agent_env import OWN_NAMES as AGENT_OWN_NAMES
+    from ..agent_env import credential_names
+
+    names = [
+        *sorted(ALLOWED_NAMES),
+        *(f"{prefix}*" for prefix in ALLOWED_PREFIXES),
+        *PANE_NAMES,
+        *AGENT_OWN_NAMES,
+        *config.harness.pass_env,
+    ]
+    credentials = set(credential_names(config))
+    return tuple(n for n in dict.fromkeys(names) if n not in credentials)
+
+
 @dataclass(frozen=True)
 class EnvFileLauncher:
-    """The `launcher(record, harness_argv) -> LaunchSpec` hook for a configured env file.
+    """The `launcher(record, harness_argv) -> LaunchSpec` hook: the env file (None: no
+    file) and, with `keep`, an environment built from nothing but those inherited names.
 
     The tmux-level environment it returns is empty: the-loop's own names ride as `--set`
     so the pane is the same on every tmux version (no `-e` needed) and nothing reaches
-    tmux's global environment.
+    tmux's global environment. `keep` None inherits everything (older behaviour, kept
+    for callers that build one by hand).
     """
 
-    file: Path
+    file: Path | None
     config_path: Path | None = None
     python: str | None = None
     # Where the harness keeps its own files (harness.stateDir -> CLAUDE_CONFIG_DIR /
     # CODEX_HOME): every start and relaunch must agree with what the adapter reads.
     harness_env: Mapping[str, str] = field(default_factory=dict)
+    keep: tuple[str, ...] | None = None
 
     def sets(self, record: SessionRecord) -> dict[str, str]:
         return {**own_environment(record, self.config_path), **self.harness_env}
 
     def argv(self, sets: Mapping[str, str], harness_argv: Sequence[str]) -> list[str]:
-        """`loop-envstate exec FILE --set ... -- harness_argv` (the launcher resolved once)."""
+        """`loop-envstate exec [FILE] [--keep ...] --set ... -- harness_argv`."""
         if self.python is None:
-            return launcher_argv(self.file, sets, harness_argv)
-        return launcher_argv(self.file, sets, harness_argv, python=self.python)
+            return launcher_argv(self.file, sets, harness_argv, keep=self.keep)
+        return launcher_argv(self.file, sets, harness_argv, python=self.python, keep=self.keep)
 
     def __call__(self, record: SessionRecord, harness_argv: Sequence[str]) -> LaunchSpec:
         from loop_dispatch import LaunchSpec
@@ -80,16 +107,23 @@ def env_file_path(config: Config) -> Path | None:
 
 
 def build_launcher(config: Config, config_path: Path | None = None) -> EnvFileLauncher | None:
-    """The launcher for this config, or None when `env.file` is unset.
-
-    None means the dispatcher spawns exactly as it always has (its own default argv and
-    env); a configured file changes every spawn and respawn, including the dispatcher's.
-    """
-    file = env_file_path(config)
-    if file is None:
+    """The env-file launcher for this config, or None when `env.file` is unset (then
+    `pane_launcher` starts every pane)."""
+    if env_file_path(config) is None:
         return None
+    return pane_launcher(config, config_path)
+
+
+def pane_launcher(config: Config, config_path: Path | None = None) -> EnvFileLauncher:
+    """The launcher of every pane: the env file when one is configured, and always an
+    environment built from the kept names only (`kept_names`)."""
     resolved = Path(os.path.abspath(config_path)) if config_path is not None else None
-    return EnvFileLauncher(file=file, config_path=resolved, harness_env=harness_state_env(config))
+    return EnvFileLauncher(
+        file=env_file_path(config),
+        config_path=resolved,
+        harness_env=harness_state_env(config),
+        keep=kept_names(config),
+    )
 
 
 def harness_state_env(config: Config) -> dict[str, str]:
