@@ -86,6 +86,78 @@ def test_a_server_holding_a_credential_is_reported_by_fingerprint(
         assert SECRET not in output
 
 
+PANE_SET_BY_TMUX = {"TMUX", "TMUX_PANE", "TERM_PROGRAM", "TERM_PROGRAM_VERSION"}
+
+
+@pytest.mark.tmux
+@pytest.mark.parametrize("with_file", [True, False])
+def test_an_agent_on_a_server_the_loop_did_not_start_holds_only_the_allowed_names(
+    run_cli, write_config, isolated, tmux_socket, monkeypatch, wait, with_file
+) -> None:
+    """Issue 21: a server started by hand, with secrets in its own process environment
+    and in its global environment: the agent the-loop spawns there holds exactly the
+    allowlist, harness.passEnv, the env file and THE_LOOP_*; `env doctor` names every
+    other name a pane holds (names only)."""
+    from loop_tmux.environment import ALLOWED_NAMES
+
+    monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
+    dirty = {**os.environ, "MY_SECRET": "my-secret-4b5c", "EDITOR": "ed-from-server"}
+    dirty.pop("TMUX", None)
+    _tmux(tmux_socket, "new-session", "-d", "-s", "hand-made", "sleep 300", env=dirty)
+    _tmux(tmux_socket, "set-environment", "-g", "MY_GLOBAL_SECRET", "global-secret-6d7e")
+    server_pid = int(_tmux(tmux_socket, "display-message", "-p", "#{pid}").strip())
+    assert process_environ(server_pid)["MY_SECRET"] == "my-secret-4b5c"
+    (isolated / "work").mkdir()
+    data: dict[str, object] = {
+        "routing": {"tmuxSocket": tmux_socket},
+        "harness": {"cwd": str(isolated / "work"), "passEnv": ["EDITOR"]},
+    }
+    if with_file:
+        env_file = isolated / "app.env"
+        env_file.write_text("FROM_FILE=file-value-8f9a\n")
+        data["env"] = {"file": str(env_file)}
+    write_config(data)
+    ref = run_cli("item", "open", "Clean room").output.strip()
+    assert "1 processed" in run_cli("poll", "--once").output
+    store = Store.open(isolated / "state")
+    record = store.registry.get(WorkItemRef.parse(ref))
+    store.close()
+    assert record is not None
+    pid = wait(
+        lambda: _tmux(
+            tmux_socket, "list-panes", "-t", f"={record.tmux_name}", "-F", "#{pane_pid}"
+        ).strip()
+    )
+    env = wait(lambda: process_environ(int(pid)))
+    for name in ("GITHUB_TOKEN", "MY_SECRET", "MY_GLOBAL_SECRET"):
+        assert name not in env, name
+    assert TOKEN not in env.values()
+    assert env["THE_LOOP_WORK_ITEM"] == ref
+    assert env["PATH"]
+    assert env["HOME"]
+    assert env["TERM"]
+    assert env["EDITOR"] == "ed-from-server"
+    if with_file:
+        assert env["FROM_FILE"] == "file-value-8f9a"
+    allowed = ALLOWED_NAMES | PANE_SET_BY_TMUX | {"EDITOR", "FROM_FILE"}
+    stray = [n for n in env if n not in allowed and not n.startswith(("LC_", "THE_LOOP_"))]
+    assert stray == []
+
+    doctor = run_cli("env", "doctor")
+    assert doctor.exit_code == 0, doctor.output
+    strays_text = doctor.output.split("names outside the allowed set")[1]
+    hand = next(line for line in strays_text.splitlines() if "session hand-made" in line)
+    assert "MY_SECRET" in hand
+    assert "GITHUB_TOKEN" in hand
+    assert f"session {record.tmux_name}" not in strays_text
+    for value in ("my-secret-4b5c", TOKEN, "global-secret-6d7e"):
+        assert value not in doctor.output
+    data_json = json.loads(run_cli("env", "doctor", "--format", "json").output)
+    strays = {i["where"].split()[1]: i["names"] for i in data_json["strayNames"]["items"]}
+    assert "MY_SECRET" in strays["hand-made"]
+    assert record.tmux_name not in strays
+
+
 def test_pass_env_may_not_name_a_credential(run_cli, write_config) -> None:
     write_config({"harness": {"passEnv": ["EDITOR", "GITHUB_TOKEN"]}})
     result = run_cli("config", "check")

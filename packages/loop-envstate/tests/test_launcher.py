@@ -135,6 +135,62 @@ def test_exec_keeps_the_pid_layers_values_and_keeps_them_off_argv(
 
 
 @needs_proc
+@pytest.mark.parametrize("with_file", [True, False])
+def test_exec_with_keep_builds_the_environment_from_nothing(
+    tmp_path: Path, children: Children, clean_env: dict[str, str], with_file: bool
+) -> None:
+    """Issue 21: with --keep, only the kept inherited names (PREFIX* for a prefix), the
+    file and --set reach CMD; whatever else the caller (a tmux server) holds does not."""
+    env_file = write_env(tmp_path / ".env", "FROM_FILE=file-value-2b3c\nKEPT=file-wins-4d5e\n")
+    inherited = dict(
+        clean_env,
+        GITHUB_TOKEN="ghp_inheritedTokenNeverKept0123",
+        MY_SECRET="never-kept-6f7a",
+        KEPT="inherited-1a2b",
+        LC_TIME="C",
+        LCX="not-a-prefix-match",
+    )
+    argv = [*CLI, "exec", *([str(env_file)] if with_file else [])]
+    argv += ["--keep", "PATH", "--keep", "KEPT", "--keep=LC_*", "--set", "OWN=set-8e9f"]
+    child = children([*argv, "--", "sleep", "30"], env=inherited)
+    wait_for_exec(child.pid, b"sleep")
+
+    env = process_environ(child.pid)
+    assert env is not None
+    expected = {"PATH": clean_env["PATH"], "LC_TIME": "C", "OWN": "set-8e9f"}
+    if with_file:
+        expected |= {"FROM_FILE": "file-value-2b3c", "KEPT": "file-wins-4d5e"}
+    else:
+        expected |= {"KEPT": "inherited-1a2b"}
+    assert env == expected
+
+
+def test_launcher_argv_with_keep_and_no_file() -> None:
+    argv = launcher_argv(None, {"A": "1"}, ["cmd"], keep=["PATH", "LC_*"])
+    cut = argv.index("--")
+    assert argv[argv.index("exec") + 1 : cut] == [
+        "--keep",
+        "PATH",
+        "--keep",
+        "LC_*",
+        "--set",
+        "A=1",
+    ]
+    with pytest.raises(ValueError, match="env file, or names to keep"):
+        launcher_argv(None, {}, ["cmd"])
+    with pytest.raises(ValueError, match="name to keep"):
+        launcher_argv(None, {}, ["cmd"], keep=["A*B"])
+
+
+def test_exec_bad_keep_is_2_and_nothing_runs(tmp_path: Path, clean_env: dict[str, str]) -> None:
+    marker = tmp_path / "ran"
+    done = run_cli("exec", "--keep", "A=B", "--", "touch", str(marker), env=clean_env)
+    assert done.returncode == 2
+    assert "--keep" in done.stderr
+    assert not marker.exists()
+
+
+@needs_proc
 def test_exec_leaves_no_signal_ignored_that_python_ignored(
     tmp_path: Path, children: Children, clean_env: dict[str, str]
 ) -> None:

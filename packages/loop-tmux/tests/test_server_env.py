@@ -67,3 +67,24 @@ def test_unscrubbed_server_inherits_the_callers_environment(
     assert glob is not None
     assert glob.get("GITHUB_TOKEN") == SECRET
     assert os.environ["GITHUB_TOKEN"] == SECRET
+
+
+def test_a_scrubbed_server_listens_where_tmux_tmpdir_says(
+    socket_name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 21: the allowlist holds no TMUX_TMPDIR, yet the server a scrubbed client
+    starts must listen in $TMUX_TMPDIR, where `tmux -L NAME` (and `sessions attach`) look."""
+    sockets = tmp_path / "sockets"
+    sockets.mkdir(mode=0o700)
+    monkeypatch.setenv("TMUX_TMPDIR", str(sockets))
+    tmux = Tmux(socket_name=socket_name, config_file="/dev/null", server_env=allowlisted())
+    try:
+        assert tmux.spawn("loop-where", ["sleep", "60"], str(tmp_path)).ok
+        assert (sockets / f"tmux-{os.getuid()}" / socket_name).exists()
+        operator = Tmux(socket_name=socket_name, config_file="/dev/null")  # our environ
+        assert operator.probe("loop-where").value == "live"
+    finally:
+        tmux.kill_server()
+        with monkeypatch.context() as default_dir:  # the old code's place: /tmp
+            default_dir.delenv("TMUX_TMPDIR")
+            Tmux(socket_name=socket_name, config_file="/dev/null").kill_server()

@@ -22,7 +22,16 @@ if TYPE_CHECKING:
 
     from .config import Config
 
-__all__ = ["Exposure", "credential_names", "exposure_summary", "exposures", "server_environment"]
+__all__ = [
+    "Exposure",
+    "Stray",
+    "credential_names",
+    "exposure_summary",
+    "exposures",
+    "server_environment",
+    "stray_names",
+    "stray_summary",
+]
 
 
 SLACK_URL_VAR = "THE_LOOP_SLACK_WEBHOOK_URL"
@@ -114,3 +123,65 @@ def exposures(
 def exposure_summary(found: list[Exposure]) -> dict[str, Any]:
     """The JSON form `status` and `env doctor` share."""
     return {"count": len(found), "items": [e.to_dict() for e in found]}
+
+
+@dataclass(frozen=True)
+class Stray:
+    """A pane whose environment holds names outside what an agent may hold (names only)."""
+
+    where: str  # "session loop-x (pid N)"
+    names: tuple[str, ...]
+
+    def line(self) -> str:
+        return f"{self.where}: {', '.join(self.names)}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"where": self.where, "names": list(self.names)}
+
+
+def allowed_in_pane(config: Config, file_names: Iterable[str] = ()) -> Callable[[str], bool]:
+    """Whether a name may be in an agent's environment: the names the launcher keeps
+    (allowlist, what tmux sets, `harness.passEnv`), the env file's names, the-loop's
+    own `THE_LOOP_*` (never a credential) and the harness's state folder variable."""
+    from .rotation.launcher import harness_state_env, kept_names
+
+    keep = kept_names(config)
+    exact = {n for n in keep if not n.endswith("*")} | set(file_names)
+    exact |= set(harness_state_env(config))
+    prefixes = (*(n[:-1] for n in keep if n.endswith("*")), "THE_LOOP_")
+    credentials = set(credential_names(config))
+
+    def allowed(name: str) -> bool:
+        if name in credentials:
+            return False
+        return name in exact or name.startswith(prefixes)
+
+    return allowed
+
+
+def stray_names(
+    config: Config,
+    panes: Iterable[Pane],
+    file_names: Iterable[str] = (),
+    *,
+    reader: Callable[[int], Mapping[str, str] | None] = process_environ,
+) -> list[Stray]:
+    """Every live pane's names outside `allowed_in_pane`, whatever they are (not only
+    the names the config knows): what a server the-loop did not start leaked in."""
+    allowed = allowed_in_pane(config, file_names)
+    found: list[Stray] = []
+    for pane in panes:
+        if getattr(pane, "dead", False) or not pane.pid:
+            continue
+        env = reader(pane.pid)
+        if env is None:
+            continue
+        names = tuple(sorted(n for n in env if not allowed(n)))
+        if names:
+            found.append(Stray(f"session {pane.session} (pid {pane.pid})", names))
+    return found
+
+
+def stray_summary(found: list[Stray]) -> dict[str, Any]:
+    """The JSON form of `stray_names` (`env doctor`)."""
+    return {"count": len(found), "items": [s.to_dict() for s in found]}

@@ -453,19 +453,36 @@ def effective(loaded: LoadedConfig) -> dict[str, Any]:
     """
     cfg = loaded.config
     data = dump(cfg)
-    data["stateDir"] = str(cfg.effective_state_dir())
-    data["eventLog"]["path"] = str(cfg.event_log_path())
+    data["stateDir"] = _absolute(cfg.effective_state_dir())
+    data["eventLog"]["path"] = _absolute(cfg.event_log_path())
+    data["delivery"]["maxAttempts"] = cfg.max_attempts()
+    data["host"]["name"] = cfg.host.effective_name()
+    data["workspace"]["root"] = _absolute(cfg.workspace_root())
+    data["workspace"]["repositories"] = {
+        k: _absolute(v) for k, v in cfg.workspace.repositories.items()
+    }
+    if cfg.env.file is not None:
+        data["env"]["file"] = _absolute(cfg.env.file)
     harness = data["harness"]
+    harness["cwdByProject"] = {k: _absolute(v) for k, v in cfg.harness.cwd_by_project.items()}
+    if cfg.harness.state_dir is not None:
+        harness["stateDir"] = _absolute(cfg.harness.state_dir)
     for key in ("extraArgs", "argv", "resumeArgv"):
         if harness.get(key) is not None:
             harness[key] = redact_args(harness[key])
-    harness["cwd"] = str(cfg.harness.cwd if cfg.harness.cwd is not None else Path.home())
+    harness["cwd"] = _absolute(cfg.harness.cwd if cfg.harness.cwd is not None else Path.home())
     if cfg.harness.adapter == "generic" and cfg.harness.argv is None:
         fresh, resume = cfg.harness.generic_argv()
         harness["argv"], harness["resumeArgv"] = fresh, resume
     data["github"]["tokenEnv"] = _env_state(cfg.github.token_env)
     data["webhook"]["secretEnv"] = _env_state(cfg.webhook.secret_env)
+    if cfg.store.password_env is not None:
+        data["store"]["passwordEnv"] = _env_state(cfg.store.password_env)
     return data
+
+
+def _absolute(path: Path) -> str:
+    return os.path.abspath(os.path.expanduser(path))
 
 
 def _env_state(name: str) -> str:

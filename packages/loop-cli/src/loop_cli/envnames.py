@@ -29,8 +29,8 @@ def _entropy(text: str) -> float:
 
 def looks_like_token(text: str) -> bool:
     """Whether `text` has the shape of a credential rather than of a variable name: a
-    known token prefix, a 40+ character run of letters and digits, or a run of 20+ random-looking characters mixing lower case,
-    upper case and digits."""
+    known token prefix, a 40+ character run of letters and digits, or a run of 20+
+    random-looking characters mixing lower case, upper case and digits."""
     if text.startswith(_TOKEN_PREFIXES):  # issued in lower case; NAMES are upper
         return True
     # Names are words joined by underscores; a token is one long random run.

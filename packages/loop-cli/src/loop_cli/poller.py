@@ -36,9 +36,9 @@ def daemon_lock(rt: Runtime) -> Iterator[None]:
     other "stopped" while it runs), so the second refuses. flock is released by the
     kernel when the process dies, so a crash never leaves a stale lock.
     """
-    from .errors import OperationalError
-
     from loop_dispatch.private import private_dir, private_file
+
+    from .errors import OperationalError
 
     private_dir(rt.state_dir)
     private_dir(rt.lock_dir)

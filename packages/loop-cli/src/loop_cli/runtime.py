@@ -90,8 +90,8 @@ def build_source(config: Config, store: Store) -> Source:
     if not token:
         raise ConfigError(
             [
-                f"tracker github: the token variable github.tokenEnv={shown(config.github.token_env)} "
-                "is not set in this environment"
+                "tracker github: the token variable "
+                f"github.tokenEnv={shown(config.github.token_env)} is not set in this environment"
             ]
         )
     if not config.github.repositories:
@@ -435,6 +435,25 @@ class Runtime:
         problem = harness_problem(os.path.expanduser(program), declared, shutil.which)
         if problem is not None:
             raise ConfigError([f"{where}: {key}: {problem}"])
+
+    def preflight(self) -> list[str]:
+        """Refuse (exit 2, one line each) what would make every spawn fail: tmux absent
+        or too old, a setup finding marked fatal (`preflight.setup_findings`), a harness
+        that cannot start (`check_launch`). Returns the other findings as warning lines,
+        for the command to show, and notes which tmux server this config uses."""
+        from .preflight import claim_socket, setup_findings, tmux_problem
+
+        problem = tmux_problem(self.tmux.binary, version=self.tmux.version)
+        if problem is not None:
+            raise ConfigError([problem])
+        where = self.loaded.path or "embedded defaults"
+        findings = setup_findings(self.config)
+        fatal = [f"{where}: {f.line()}" for f in findings if f.fatal]
+        if fatal:
+            raise ConfigError(fatal)
+        self.check_launch()
+        claim_socket(self.config, self.loaded.path)
+        return [f"{where}: {f.line()}" for f in findings if not f.fatal]
 
     def restart_deps(self, **overrides: Any) -> RestartDeps:
         """`sessions restart`'s collaborators: the config's adapter, tmux, registry, event

@@ -53,18 +53,23 @@ def _warn_once(path: str, was: int, now: int) -> None:
         _warned.add(path)
     import logging  # only when there is something to say
 
-    logging.getLogger(__name__).warning("%s had mode %04o (readable by others); tightened to %04o", path, was, now)
+    logging.getLogger(__name__).warning(
+        "%s had mode %04o (open to others); tightened to %04o", path, was, now
+    )
 
 
 def private_dir(path: str | os.PathLike[str]) -> Path:
-    """`path` as a directory of ours only: made 0700 (parents too) when missing, tightened
-    to 0700 when looser. OSError from mkdir propagates (callers word it)."""
+    """`path` as a directory of ours only: made 0700 when missing (its missing parents
+    as `mkdir -p` makes them), tightened to 0700, with a warning, when found looser.
+    OSError from mkdir propagates (callers word it)."""
     path = Path(path)
-    missing = [p for p in (path, *path.parents) if not p.exists()]
-    path.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
-    for made in missing:  # mkdir's mode is masked by the umask
-        tighten(made, DIR_MODE)
-    tighten(path, DIR_MODE)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(mode=DIR_MODE)
+    except FileExistsError:
+        tighten(path, DIR_MODE)
+    else:
+        os.chmod(path, DIR_MODE)  # exactly 0700, whatever the umask took away
     return path
 
 

@@ -129,8 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         action="append",
         default=None,
-        help="an inherited name CMD keeps (PREFIX* for a prefix); given, nothing else is "
-        "inherited",
+        help="an inherited name CMD keeps (PREFIX* for a prefix); given, nothing else is inherited",
     )
     run.add_argument(
         "--set",

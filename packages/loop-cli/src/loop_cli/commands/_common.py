@@ -44,6 +44,13 @@ def runtime(ctx: click.Context, *, read_only: bool = False) -> Runtime:
     return rt_
 
 
+def preflight(rt: Runtime) -> None:
+    """`rt.preflight()`: refuse (exit 2) on what would make every spawn fail; show the
+    other setup findings as warnings on stderr."""
+    for line in rt.preflight():
+        click.echo(f"warning: {line}", err=True)
+
+
 def parse_ref(text: str) -> Any:
     """A work item ref from the command line (RefError -> exit 2 with its message).
     A bare number gets the ref it probably means (`1` -> `local:loop#1`)."""

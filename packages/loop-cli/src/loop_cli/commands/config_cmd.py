@@ -64,30 +64,43 @@ def config() -> None:
 @config.command("check", epilog="Example: the-loop config check routing.tmuxSocket -o json")
 @click.argument("key", required=False, shell_complete=complete_key)
 @output_option("json", "yaml")
+@click.option("--strict", is_flag=True, help="Exit 2 when there is any warning.")
 @click.pass_context
-def check(ctx: click.Context, key: str | None, fmt: str) -> None:
+def check(ctx: click.Context, key: str | None, fmt: str, strict: bool) -> None:
     """Validate the config; print the effective config (or one KEY) with secrets redacted.
 
     Environment variables are shown by NAME with whether they are set; never a value.
     -o text and -o yaml print the same YAML (text adds a `# config:` header line).
+    Setup problems (a folder or env file that does not exist, an unwritable state
+    directory, a project without a clone, a tmux server shared with another config) are
+    warnings on stderr, one per line naming the key; --strict makes them exit 2.
     """
     import yaml
 
     from ..config import effective
+    from ..preflight import setup_findings
 
     loaded = loaded_config(ctx)
     source = str(loaded.path) if loaded.path else "none found: embedded defaults"
     data = effective(loaded)
+    warnings = [f.line() for f in setup_findings(loaded.config)]
     if key is not None:
         value = _lookup(data, key)
         if fmt == "json":
             echo_json({"config": source, "origin": loaded.origin, "key": key, "value": value})
         else:
             click.echo(yaml.safe_dump(value, sort_keys=False).rstrip().removesuffix("\n..."))
-        return
-    if fmt == "json":
-        echo_json({"config": source, "origin": loaded.origin, "effective": data})
-        return
-    if fmt == "text":
-        click.echo(f"# config: {source} (from {loaded.origin}); valid")
-    click.echo(yaml.safe_dump(data, sort_keys=False).rstrip())
+    elif fmt == "json":
+        echo_json(
+            {"config": source, "origin": loaded.origin, "effective": data, "warnings": warnings}
+        )
+    else:
+        if fmt == "text":
+            state = f"valid, {len(warnings)} warning(s)" if warnings else "valid"
+            click.echo(f"# config: {source} (from {loaded.origin}); {state}")
+        click.echo(yaml.safe_dump(data, sort_keys=False).rstrip())
+    where = loaded.path or "embedded defaults"
+    for line in warnings:
+        click.echo(f"warning: {where}: {line}", err=True)
+    if strict and warnings:
+        ctx.exit(2)

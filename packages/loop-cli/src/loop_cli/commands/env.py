@@ -10,7 +10,7 @@ from ..lazy import SuggestingGroup
 from ._common import echo_json, output_option, runtime, table
 
 if TYPE_CHECKING:
-    from ..agent_env import Exposure
+    from ..agent_env import Exposure, Stray
     from ..rotation.doctor import DoctorReport
 
 
@@ -73,7 +73,7 @@ def doctor(ctx: click.Context, fmt: str) -> None:
     environment, and how many sessions hold each distinct value."""
     from loop_tmux import TmuxUnavailable
 
-    from ..agent_env import exposure_summary, exposures
+    from ..agent_env import exposure_summary, exposures, stray_names, stray_summary
     from ..rotation.doctor import GlobalEnvironment, env_doctor, global_environment
     from ..rotation.launcher import require_env_file
 
@@ -87,18 +87,61 @@ def doctor(ctx: click.Context, fmt: str) -> None:
     credentials = render_exposures(exposed, tmux_global.error)
     if rt.config.env.file is None:
         # The credential check needs no env file; the per-name table does.
+        strays = stray_names(rt.config, panes)
         if fmt == "json":
-            echo_json({"file": None, "credentialExposure": exposure_summary(exposed)})
+            echo_json(
+                {
+                    "file": None,
+                    "credentialExposure": exposure_summary(exposed),
+                    "strayNames": stray_summary(strays),
+                }
+            )
         else:
-            click.echo("env file: none configured (key env.file)\n" + credentials)
+            click.echo(
+                "env file: none configured (key env.file)\n"
+                + credentials
+                + "\n"
+                + render_strays(strays, tmux_global.error)
+            )
         return
     declared = require_env_file(rt.config)
+    strays = stray_names(rt.config, panes, declared.names)
     records = rt.store.registry.scan("active")[0] if rt.has_state else []
     report = env_doctor(declared, records, panes, tmux_global)
     if fmt == "json":
-        echo_json({**report.to_dict(), "credentialExposure": exposure_summary(exposed)})
+        echo_json(
+            {
+                **report.to_dict(),
+                "credentialExposure": exposure_summary(exposed),
+                "strayNames": stray_summary(strays),
+            }
+        )
     else:
-        click.echo(render_text(report) + "\n" + credentials)
+        click.echo(
+            render_text(report)
+            + "\n"
+            + credentials
+            + "\n"
+            + render_strays(strays, tmux_global.error)
+        )
+
+
+def render_strays(strays: list[Stray], tmux_error: str | None) -> str:
+    """The doctor's lines for names an agent holds beyond what it may (names only)."""
+    if tmux_error:
+        return f"names outside the allowed set: not checked (tmux: {tmux_error})"
+    if not strays:
+        return (
+            "names outside the allowed set: none in any pane (allowlist, harness.passEnv, "
+            "env.file, THE_LOOP_*)"
+        )
+    lines = [f"names outside the allowed set: {len(strays)} pane(s)"]
+    lines += [f"  {s.line()}" for s in strays]
+    lines.append(
+        "  remedy: `the-loop sessions restart --force` (or stop and start them): the "
+        "launcher builds a pane's environment from the allowed names only"
+    )
+    return "\n".join(lines)
 
 
 def render_exposures(exposed: list[Exposure], tmux_error: str | None) -> str:

@@ -10,7 +10,7 @@ import click
 
 from ..errors import OperationalError
 from ..lazy import SuggestingGroup
-from ._common import echo_json, log_options, output_option, runtime
+from ._common import echo_json, log_options, output_option, preflight, runtime
 
 if TYPE_CHECKING:
     from ..attempts import Attempts
@@ -58,7 +58,7 @@ def poll(ctx: click.Context, once: bool, fmt: str) -> None:
     from ..interrupts import trapped
 
     rt = runtime(ctx)
-    rt.check_launch()
+    preflight(rt)  # no tmux, a missing folder or env file: refuse now
     with trapped() as stop:
         _once(ctx, rt, stop, fmt)
 
@@ -135,7 +135,7 @@ def start(ctx: click.Context, cycles: int | None, log_level: str, log_format: st
 
     rt = runtime(ctx)
     rt.source()  # refuse at once (exit 2) on a source that cannot be built
-    rt.check_launch()
+    preflight(rt)  # no tmux, a missing folder or env file: refuse now, not retry for a day
     log = daemon_logger()
     # One poller per state dir; SIGHUP is logged and ignored.
     with (

@@ -8,7 +8,7 @@ import click
 
 from ..errors import UsageError
 from ..terminal import printable
-from ._common import complete_ref, echo_json, output_option, runtime, table
+from ._common import complete_ref, echo_json, output_option, preflight, runtime, table
 
 if TYPE_CHECKING:
     from loop_envstate import EnvFile
@@ -168,6 +168,8 @@ def restart(
     if selection.all:
         selection = this_host_selection(rt)
     env = require_env_file(rt.config)
+    if not dry_run:
+        preflight(rt)  # no tmux: refuse before any session is touched
     if env.malformed:
         numbers = ", ".join(map(str, env.malformed))
         click.echo(

@@ -18,6 +18,7 @@ from ._common import (
     echo_json,
     output_option,
     parse_ref,
+    preflight,
     runtime,
     table,
 )
@@ -103,7 +104,7 @@ def start(ctx: click.Context, ref: str, fmt: str) -> None:
 
     item = parse_ref(ref)
     rt = runtime(ctx)
-    rt.check_launch()
+    preflight(rt)
     row = start_session(rt, item)
     _echo_row(row, fmt)
 

@@ -12,7 +12,7 @@ import click
 from ..envnames import shown
 from ..errors import OperationalError, UsageError
 from ..lazy import SuggestingGroup
-from ._common import log_options, runtime
+from ._common import log_options, preflight, runtime
 
 if TYPE_CHECKING:
     from loop_dispatch import Event
@@ -43,8 +43,9 @@ def resolve_secret(env_name: str, insecure: bool, host: str) -> bytes | None:
     value = os.environ.get(env_name, "")
     if not value:
         raise UsageError(
-            f"webhook secret: the variable webhook.secretEnv={shown(env_name)} is not set or empty; "
-            "set it to the webhook's secret (or pass --insecure-no-signature on a loopback host)"
+            f"webhook secret: the variable webhook.secretEnv={shown(env_name)} is not set or "
+            "empty; set it to the webhook's secret (or pass --insecure-no-signature on a "
+            "loopback host)"
         )
     return value.encode("utf-8")
 
@@ -223,7 +224,7 @@ def _start(
     # the same host name, or on a machine with no harness at all.
     deliver_here = route and not rt.fleet
     if deliver_here:
-        rt.check_launch()  # a harness that cannot start would use up every delivery
+        preflight(rt)  # no tmux, or a harness that cannot start, would use up every delivery
 
     from ..heartbeat import beat, stopped
     from ..webhook.app import create_app
