@@ -28,6 +28,7 @@ __all__ = [
     "credential_names",
     "exposure_summary",
     "exposures",
+    "kept_names",
     "server_environment",
     "stray_names",
     "stray_summary",
@@ -38,12 +39,31 @@ SLACK_URL_VAR = "THE_LOOP_SLACK_WEBHOOK_URL"
 """`status --post` reads its Slack URL (a bearer capability) from here."""
 OWN_NAMES = ("THE_LOOP_CONFIG", "THE_LOOP_DEMO_AGENT_DIR")
 """the-loop's own non-secret names an agent may inherit from the daemon."""
+HARNESS_STATE_VARS = {"claude-code": "CLAUDE_CONFIG_DIR", "codex": "CODEX_HOME"}
+"""Where each harness keeps its files, handed to it for `harness.stateDir`."""
 
 
 def credential_names(config: Config) -> tuple[str, ...]:
     """The daemon's credential variables (their NAMES), in a stable order."""
     names = (config.github.token_env, config.webhook.secret_env, SLACK_URL_VAR)
     return tuple(dict.fromkeys(names))
+
+
+def kept_names(config: Config) -> tuple[str, ...]:
+    """The inherited names a pane keeps (`--keep`): the allowlist (its prefixes as
+    `PREFIX*`), what tmux sets in a pane, the-loop's own non-secret names and
+    `harness.passEnv`, never a daemon credential."""
+    from loop_tmux.environment import ALLOWED_NAMES, ALLOWED_PREFIXES, PANE_NAMES
+
+    names = [
+        *sorted(ALLOWED_NAMES),
+        *(f"{prefix}*" for prefix in ALLOWED_PREFIXES),
+        *PANE_NAMES,
+        *OWN_NAMES,
+        *config.harness.pass_env,
+    ]
+    credentials = set(credential_names(config))
+    return tuple(n for n in dict.fromkeys(names) if n not in credentials)
 
 
 def server_environment(config: Config, environ: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -143,11 +163,9 @@ def allowed_in_pane(config: Config, file_names: Iterable[str] = ()) -> Callable[
     """Whether a name may be in an agent's environment: the names the launcher keeps
     (allowlist, what tmux sets, `harness.passEnv`), the env file's names, the-loop's
     own `THE_LOOP_*` (never a credential) and the harness's state folder variable."""
-    from .rotation.launcher import harness_state_env, kept_names
-
     keep = kept_names(config)
     exact = {n for n in keep if not n.endswith("*")} | set(file_names)
-    exact |= set(harness_state_env(config))
+    exact |= set(HARNESS_STATE_VARS.values())  # set by the launcher for harness.stateDir
     prefixes = (*(n[:-1] for n in keep if n.endswith("*")), "THE_LOOP_")
     credentials = set(credential_names(config))
 

@@ -41,26 +41,6 @@ def own_environment(record: SessionRecord, config_path: Path | None) -> dict[str
     return env
 
 
-def kept_names(config: Config) -> tuple[str, ...]:
-    """The inherited names a pane keeps (`--keep`): the allowlist (its prefixes as
-    `PREFIX*`), what tmux sets in a pane, the-loop's own non-secret names and
-    `harness.passEnv`, never a daemon credential."""
-    from loop_tmux.environment import ALLOWED_NAMES, ALLOWED_PREFIXES, PANE_NAMES
-
-    from ..agent_env import OWN_NAMES as AGENT_OWN_NAMES
-    from ..agent_env import credential_names
-
-    names = [
-        *sorted(ALLOWED_NAMES),
-        *(f"{prefix}*" for prefix in ALLOWED_PREFIXES),
-        *PANE_NAMES,
-        *AGENT_OWN_NAMES,
-        *config.harness.pass_env,
-    ]
-    credentials = set(credential_names(config))
-    return tuple(n for n in dict.fromkeys(names) if n not in credentials)
-
-
 @dataclass(frozen=True)
 class EnvFileLauncher:
     """The `launcher(record, harness_argv) -> LaunchSpec` hook: the env file (None: no
@@ -116,7 +96,9 @@ def build_launcher(config: Config, config_path: Path | None = None) -> EnvFileLa
 
 def pane_launcher(config: Config, config_path: Path | None = None) -> EnvFileLauncher:
     """The launcher of every pane: the env file when one is configured, and always an
-    environment built from the kept names only (`kept_names`)."""
+    environment built from the kept names only (`agent_env.kept_names`)."""
+    from ..agent_env import kept_names
+
     resolved = Path(os.path.abspath(config_path)) if config_path is not None else None
     return EnvFileLauncher(
         file=env_file_path(config),
@@ -128,8 +110,10 @@ def pane_launcher(config: Config, config_path: Path | None = None) -> EnvFileLau
 
 def harness_state_env(config: Config) -> dict[str, str]:
     """`CLAUDE_CONFIG_DIR` / `CODEX_HOME` for a configured `harness.stateDir`, else {}."""
+    from ..agent_env import HARNESS_STATE_VARS
+
     state = config.harness.state_dir
-    name = {"claude-code": "CLAUDE_CONFIG_DIR", "codex": "CODEX_HOME"}.get(config.harness.adapter)
+    name = HARNESS_STATE_VARS.get(config.harness.adapter)
     if state is None or name is None:
         return {}
     return {name: os.path.abspath(os.path.expanduser(state))}
