@@ -240,6 +240,9 @@ def test_tmux_tmpdir_is_where_the_daemon_and_the_operator_meet(
             subprocess.run(
                 ["tmux", "-L", name, "kill-server"], env=clean, capture_output=True, check=False
             )
+            leftover = Path(base) / f"tmux-{os.getuid()}" / name  # our unique name only
+            if leftover.is_socket():
+                leftover.unlink()
 
 
 # -- 9: a token pasted where a NAME belongs --------------------------------------------
