@@ -138,8 +138,9 @@ def render_strays(strays: list[Stray], tmux_error: str | None) -> str:
     lines = [f"names outside the allowed set: {len(strays)} pane(s)"]
     lines += [f"  {s.line()}" for s in strays]
     lines.append(
-        "  remedy: `the-loop sessions restart --force` (or stop and start them): the "
-        "launcher builds a pane's environment from the allowed names only"
+        "  remedy: relaunch the-loop's sessions (`sessions restart --force REF` with "
+        "env.file, else `sessions stop` then `sessions start`): the launcher builds a "
+        "pane's environment from the allowed names only"
     )
     return "\n".join(lines)
 
