@@ -239,8 +239,9 @@ def test_every_kind_of_bad_input_is_named_on_one_line(loop: Loop) -> None:
     loop.config.write_text(good)
     state = loop.root / "state"
     assert not state.exists()  # the read-only commands above created nothing
-    state.mkdir()
+    state.mkdir(mode=0o700)  # as the-loop makes it (a looser one is tightened, with a warning)
     (state / "state.db").write_bytes(b"not a database at all, hand-edited\n" * 40)
+    (state / "state.db").chmod(0o600)  # private, as the-loop keeps it
     # status still answers: the unreadable store is its failing `store` health check.
     damaged = loop.run("status", check=False)
     assert damaged.returncode == 1
