@@ -179,6 +179,14 @@ def test_daemons_refuse_the_mistakes_that_fail_every_spawn(run_cli, write_config
     result = run_cli("poll", "--once")
     assert result.exit_code == 2, result.output
     assert "harness.cwd: /does/not/exist does not exist" in result.output
+    blocker = isolated / "a-file"
+    blocker.write_text("")
+    write_config({"stateDir": str(blocker / "state"), "harness": {"cwd": str(isolated)}})
+    for args in (["poll", "--once"], ["poll", "start", "--cycles", "1"]):
+        result = run_cli(*args)
+        assert result.exit_code == 2, result.output
+        assert "stateDir: " in result.output
+        assert "a-file is not a directory" in result.output
 
 
 def test_config_check_shows_effective_values(run_cli, write_config, isolated, monkeypatch):

@@ -134,8 +134,8 @@ def start(ctx: click.Context, cycles: int | None, log_level: str, log_format: st
     from ..poller import daemon_lock, run_forever
 
     rt = runtime(ctx)
-    rt.source()  # refuse at once (exit 2) on a source that cannot be built
     preflight(rt)  # no tmux, a missing folder or env file: refuse now, not retry for a day
+    rt.source()  # refuse at once (exit 2) on a source that cannot be built
     log = daemon_logger()
     # One poller per state dir; SIGHUP is logged and ignored.
     with (
