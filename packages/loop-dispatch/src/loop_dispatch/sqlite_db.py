@@ -3,8 +3,8 @@
 WAL so readers (status, `sessions list`) never block the daemon; a busy timeout so
 writers in other processes wait rather than fail; the directory is 0700 and the file
 (with its -wal and -shm) 0600, since the inbox holds ticket bodies and comments; every
-state change is one transaction (BEGIN IMMEDIATE: one writer at a time), so a process killed at any
-instant leaves the file consistent. The core version is mirrored into PRAGMA
+state change is one transaction (BEGIN IMMEDIATE: one writer at a time), so a process
+killed at any instant leaves the file consistent. The core version is mirrored into PRAGMA
 user_version so sqlite3 tools can see it.
 
 Readers open the file read-only (`open_reader`): no migration, no transaction, so they
