@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import uuid
 from pathlib import Path
 
@@ -366,3 +367,40 @@ def test_a_looser_state_is_tightened_with_one_warning(isolated, write_config) ->
     assert f"{state} had mode 0755 (open to others); tightened to 0700" in lines
     assert f"{state / 'state.db'} had mode 0644 (open to others); tightened to 0600" in lines
     assert len(lines) == 2, lines
+
+
+def test_another_user_gets_one_line_not_a_traceback(write_config, isolated) -> None:
+    """The state is private: a user who is not its owner cannot read it, and is told so."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv to run a command as another user")
+    shared = Path(tempfile.mkdtemp(prefix="loop-private-"))
+    try:
+        shared.chmod(0o755)
+        config = shared / "config.yaml"
+        config.write_text(yaml.safe_dump({"stateDir": str(shared / "state")}))
+        config.chmod(0o644)
+        env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "THE_LOOP_CONFIG")}
+        env.update(HOME=str(shared), XDG_CACHE_HOME=str(shared / "cache"))
+        owner = subprocess.run(
+            [_the_loop(), "--config", str(config), "item", "open", "mine"],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert owner.returncode == 0, owner.stderr
+        nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+        other = subprocess.run(
+            [*nobody, sys.executable, "-m", "loop_cli.main", "--config", str(config), "status"],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+            cwd=shared,
+        )
+        assert other.returncode == 1, other.stdout + other.stderr
+        (line,) = other.stderr.strip().splitlines()
+        assert line.startswith("Error: state dir ")
+        assert "permission denied" in line
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)

@@ -106,6 +106,13 @@ def shared_tmp() -> Iterator[Path]:
     shutil.rmtree(path, ignore_errors=True)
 
 
+def _share(state: Path, db: Path) -> None:
+    """Let other users read the state, on purpose: the-loop makes it private (0700/0600)
+    and tightens it whenever its owner opens it for writing."""
+    state.chmod(0o755)
+    db.chmod(0o644)
+
+
 def test_a_state_this_user_may_not_write_is_read_and_said_read_only(shared_tmp, held):
     from loop_cli.tracker import LocalTracker
     from loop_dispatch.store import Store
@@ -120,6 +127,7 @@ def test_a_state_this_user_may_not_write_is_read_and_said_read_only(shared_tmp, 
     )
     config.chmod(0o644)
     db = state / "state.db"
+    _share(state, db)
     prefix = _reader_prefix()
     if not prefix:  # not root: take the write permission away from ourselves
         db.chmod(0o444)
@@ -158,6 +166,7 @@ def test_a_state_this_user_may_not_write_is_read_and_said_read_only(shared_tmp, 
             writer = Store.open(state)
             LocalTracker(writer).open("a second task")
             writer.close()
+            _share(state, db)  # the writer made it private again
             held(db)
             status = run("status")
             assert "2 pending" in status.stdout, status.stdout + status.stderr

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from . import __version__
 from .config import Config, HarnessConfig, LoadedConfig
 from .envnames import shown
-from .errors import ConfigError, UsageError
+from .errors import ConfigError, OperationalError, UsageError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -143,7 +143,13 @@ class Runtime:
         list`, `env doctor`) check this instead of opening it: opening creates it."""
         if self.config.store.url:
             return True  # a shared database: its schema is created on first use
-        return (self.state_dir / STATE_FILE).is_file()
+        try:
+            return (self.state_dir / STATE_FILE).is_file()
+        except PermissionError:  # the state is private (0700) to the user the-loop runs as
+            raise OperationalError(
+                f"state dir {self.state_dir}: permission denied; it is private to the user "
+                "the-loop runs as: run this command as that user"
+            ) from None
 
     @cached_property
     def store(self) -> Store:
