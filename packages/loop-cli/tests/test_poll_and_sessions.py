@@ -509,7 +509,13 @@ def test_sessions_stop_that_cannot_close_says_so(run_cli, loop_config, isolated,
 def test_poll_once_says_what_failed_and_exits_1(run_cli, write_config, tmux_socket):
     """Issue 21 point 3: a spawn that fails for a missing folder is one line with its
     reason and error, and a definite failure is exit 1 (cron mail says so)."""
-    write_config({"routing": {"tmuxSocket": tmux_socket}, "harness": {"cwd": "/no/such/dir"}})
+    # The project's folder is gone (harness.cwd itself missing is refused up front).
+    write_config(
+        {
+            "routing": {"tmuxSocket": tmux_socket},
+            "harness": {"cwdByProject": {"loop": "/no/such/dir"}},
+        }
+    )
     ref = run_cli("item", "open", "Folder gone").output.strip()
     result = run_cli("poll", "--once")
     assert result.exit_code == 1, result.output

@@ -96,7 +96,13 @@ def test_one_failed_cycle_is_not_yet_a_failure(run_cli, loop_config, isolated):
 
 def test_inbox_without_progress_makes_status_not_ok(run_cli, write_config, isolated, tmux_socket):
     # The harness cannot start (its folder is gone): the opening waits in the inbox.
-    write_config({"routing": {"tmuxSocket": tmux_socket}, "harness": {"cwd": "/no/such/dir"}})
+    # The project's folder is gone (harness.cwd itself missing is refused up front).
+    write_config(
+        {
+            "routing": {"tmuxSocket": tmux_socket},
+            "harness": {"cwdByProject": {"loop": "/no/such/dir"}},
+        }
+    )
     ref = run_cli("item", "open", "stuck").output.strip()
     run_cli("poll", "--once")
     _beat(isolated, {**OK_CYCLE, "failedCycles": 0})
