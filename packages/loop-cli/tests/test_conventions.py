@@ -220,6 +220,7 @@ def test_retry_and_drop_of_a_missing_row_both_exit_2(run_cli, loop_config) -> No
     retry, drop = run_cli("inbox", "retry", "99"), run_cli("inbox", "drop", "99", "--reason", "r")
     assert (retry.exit_code, drop.exit_code) == (2, 2)
     assert "no pending or given-up inbox row 99" in retry.output
+    assert "re-armed" not in retry.output  # a refusal alone is not announced as a success
 
 
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])

@@ -155,7 +155,7 @@ def retry(
     missing = sorted(set(ids) - {entry.seq for entry in entries})
     if fmt == "json":
         echo_json({"rearmed": [e.seq for e in entries], "missing": missing})
-    else:
+    elif entries or not missing:  # a refusal alone is not announced as a success
         click.echo(f"re-armed {len(entries)} event(s); a running daemon delivers them next")
     if missing:
         shown = ", ".join(map(str, missing))
