@@ -27,7 +27,9 @@ def test_observe_on_a_real_tmux(tmux: Tmux, tmp_path: Path) -> None:
     )
     seen = tmux.observe("loop-obs", capture=True)
     assert (seen.presence, seen.token) == (Presence.LIVE, "tok-1")
-    assert seen.view is not None and not seen.view.dead and seen.view.pid > 0
+    assert seen.view is not None
+    assert not seen.view.dead
+    assert seen.view.pid > 0
     assert tmux.observe("loop-obs").view.screen is None  # type: ignore[union-attr]
     assert tmux.observe("loop-none").presence is Presence.ABSENT  # a server, not this one
     assert tmux.spawn("loop-gone", ["true"], str(tmp_path)).ok
@@ -55,4 +57,5 @@ def test_observe_is_one_call_and_silence_is_unknown(fake: Fake) -> None:
     state.set_fault("hang", ["*"])
     unknown = tmux.observe("loop-a", timeout=0.5)
     assert unknown.presence is Presence.UNKNOWN  # never ABSENT
-    assert unknown.token is None and unknown.view is None
+    assert unknown.token is None
+    assert unknown.view is None
