@@ -217,11 +217,8 @@ class Dispatcher:
 
     def _failed(self, event: Event, reason: Reason, error: str) -> Outcome:
         outcome = Outcome.of(reason, one_line(error))
-        self.emit_reason(
-            reason,
-            event,
-            {"reason": reason.value, "error": outcome.detail, "kind": event.kind.value},
-        )
+        detail = {"reason": reason.value, "error": outcome.detail, "kind": event.kind.value}
+        self.emit("dispatch.failed", event, event.work_item, reason.level, **detail)
         return outcome
 
     def emit(
@@ -235,8 +232,3 @@ class Dispatcher:
             delivery_id=None if event is None else event.delivery_id,
             detail=detail,
         )
-
-    def emit_reason(self, reason: Reason, event: Event, detail: dict[str, Any]) -> None:
-        """The reason's own event, at its own level (none for a reason without one)."""
-        if reason.event:
-            self.emit(reason.event, event, event.work_item, reason.level, **detail)

@@ -59,6 +59,8 @@ EVENT_TYPES = frozenset(
         "session.moved",
         "dispatch.not_taken_on",
         "session.close_deferred",
+        "dispatch.carried",
+        "session.blocked",
     }
 )
 

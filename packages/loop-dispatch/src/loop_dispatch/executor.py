@@ -73,8 +73,6 @@ class Host(Protocol):
         self, type_: str, event: Event | None, ref: WorkItemRef, level: str = ..., **detail: Any
     ) -> None: ...
 
-    def emit_reason(self, reason: Reason, event: Event, detail: dict[str, Any]) -> None: ...
-
 
 def one_line(text: str | None) -> str:
     return " ".join((text or "").split())[:500]
@@ -519,7 +517,7 @@ class Executor:
                 dialog=a.readiness.dialog if a.readiness else None,
             )
         outcome = Outcome.of(reason, detail)
-        self.d.emit_reason(reason, a.event, self._fields(reason, f, a, outcome))
+        self._announce(reason, f, a, outcome)
         if reason in (Reason.DELIVERED, Reason.RESPAWN_AVERTED, Reason.ADOPTED):
             outcome = replace(outcome, confirmed=a.confirm())
         return outcome
@@ -559,53 +557,102 @@ class Executor:
             return one_line(a.result.error if a.result else a.error)
         return texts.get(reason, a.error if reason.kind.value == "failed" else "")
 
-    def _fields(self, reason: Reason, f: Facts, a: Attempt, outcome: Outcome) -> dict[str, Any]:
-        event, name = a.event.kind.value, a.name
+    def _announce(self, reason: Reason, f: Facts, a: Attempt, outcome: Outcome) -> None:
+        """The reason's own event (`reason.event`, at `reason.level`): one writer per
+        event type, so each type's fields are built in one place."""
+        writer = getattr(self, "_event_" + reason.event.replace(".", "_"), None)
+        if writer is not None:
+            writer(reason, f, a, outcome)
+
+    def _event_dispatch_failed(self, r: Reason, f: Facts, a: Attempt, o: Outcome) -> None:
+        kind = a.event.kind.value
+        self.d.emit("dispatch.failed", a.event, a.event.work_item, r.level, **_failed(r, o, kind))
+
+    def _event_dispatch_skipped(self, r: Reason, f: Facts, a: Attempt, o: Outcome) -> None:
+        path = "first_spawn" if f.start is Start.FIRST else "respawn"
+        self.d.emit(
+            "dispatch.skipped",
+            a.event,
+            a.event.work_item,
+            r.level,
+            reason=r.value,
+            tmux_name=a.name,
+            path=path,
+            error=o.detail,
+        )
+
+    def _event_dispatch_not_taken_on(self, r: Reason, f: Facts, a: Attempt, o: Outcome) -> None:
+        self.d.emit(
+            "dispatch.not_taken_on", a.event, a.event.work_item, r.level, kind=a.event.kind.value
+        )
+
+    def _event_dispatch_delivered(self, r: Reason, f: Facts, a: Attempt, o: Outcome) -> None:
+        self.d.emit("dispatch.delivered", a.event, a.event.work_item, r.level, tmux_name=a.name)
+
+    def _event_session_respawn_averted(self, r: Reason, f: Facts, a: Attempt, o: Outcome) -> None:
+        self.d.emit(
+            "session.respawn_averted",
+            a.event,
+            a.event.work_item,
+            r.level,
+            tmux_name=a.name,
+            via=f.via or "spawn",
+        )
+
+    def _event_dispatch_carried(self, r: Reason, f: Facts, a: Attempt, o: Outcome) -> None:
+        self.d.emit(
+            "dispatch.carried",
+            a.event,
+            a.event.work_item,
+            r.level,
+            tmux_name=a.name,
+            token_matched=True,
+        )
+
+    def _event_session_adopted(self, r: Reason, f: Facts, a: Attempt, o: Outcome) -> None:
         record = a.record
-        if reason.event == "dispatch.failed":
-            return {"reason": reason.value, "error": outcome.detail, "kind": event}
-        if reason is Reason.SESSION_OCCUPIED:
-            path = "first_spawn" if f.start is Start.FIRST else "respawn"
-            return {
-                "reason": reason.value,
-                "tmux_name": name,
-                "path": path,
-                "error": outcome.detail,
-            }
-        if reason is Reason.NOT_TAKEN_ON:
-            return {"kind": event}
-        if reason is Reason.DELIVERED:
-            return {"tmux_name": name}
-        if reason is Reason.RESPAWN_AVERTED:
-            return {"tmux_name": name, "via": f.via or "spawn"}
-        if reason is Reason.CARRIED_BY_SPAWN:
-            return {"tmux_name": name, "token_matched": True}
-        if reason is Reason.ADOPTED:
-            assert record is not None
-            return {
-                "tmux_name": record.tmux_name,
-                "conversation_id": record.conversation_id,
-                "harness": record.harness,
-            }
         assert record is not None
-        pid = a.result.pid if a.result else None
-        if reason is Reason.SPAWNED:
-            return {
-                "tmux_name": name,
-                "harness": record.harness,
-                "conversation_id": a.conversation,
-                "cwd": str(record.cwd),
-                "pid": pid,
-                "cut_chars": a.cut,
-            }
-        resumed = reason is Reason.RESPAWNED
-        fields: dict[str, Any] = {"tmux_name": name, "resumed": resumed}
+        self.d.emit(
+            "session.adopted",
+            a.event,
+            record.work_item,
+            r.level,
+            tmux_name=record.tmux_name,
+            conversation_id=record.conversation_id,
+            harness=record.harness,
+        )
+
+    def _event_session_spawned(self, r: Reason, f: Facts, a: Attempt, o: Outcome) -> None:
+        record = a.record
+        assert record is not None
+        self.d.emit(
+            "session.spawned",
+            a.event,
+            record.work_item,
+            r.level,
+            tmux_name=record.tmux_name,
+            harness=record.harness,
+            conversation_id=a.conversation,
+            cwd=str(record.cwd),
+            pid=a.result.pid if a.result else None,
+            cut_chars=a.cut,
+        )
+
+    def _event_session_respawned(self, r: Reason, f: Facts, a: Attempt, o: Outcome) -> None:
+        record = a.record
+        assert record is not None
+        resumed = r is Reason.RESPAWNED
+        fields: dict[str, Any] = {"tmux_name": record.tmux_name, "resumed": resumed}
         if resumed:
             fields["verified"] = f.survival is Survival.SURVIVED
         fields.update(
             conversation_id=record.conversation_id if resumed else a.conversation,
             previous=a.previous_presence.value,
-            pid=pid,
+            pid=a.result.pid if a.result else None,
             cut_chars=a.cut,
         )
-        return fields
+        self.d.emit("session.respawned", a.event, record.work_item, r.level, **fields)
+
+
+def _failed(reason: Reason, outcome: Outcome, kind: str) -> dict[str, Any]:
+    return {"reason": reason.value, "error": outcome.detail, "kind": kind}
