@@ -18,6 +18,7 @@ from loop_dispatch.decision import (
     Paste,
     PrepareRespawn,
     Ready,
+    Reopen,
     Seen,
     Settle,
     Spawn,
@@ -60,6 +61,28 @@ ROWS = [
     ),
     ("no session, may spawn: first spawn", Facts(), DoSpawn(Start.FIRST)),
     ("no session, may not spawn", Facts(spawns=False), Settle(Reason.NOT_TAKEN_ON)),
+    ("operator's start of a closed record it can resume: look", Facts(reopen=True), Observe()),
+    (
+        "reopen, tmux silent",
+        Facts(reopen=True, seen=Seen(UNKNOWN)),
+        Settle(Reason.TMUX_UNAVAILABLE),
+    ),
+    (
+        "reopen, a live occupant: the first-spawn rows",
+        Facts(reopen=True, seen=Seen(LIVE)),
+        DoSpawn(Start.FIRST),
+    ),
+    ("reopen, session gone: register again", Facts(reopen=True, seen=Seen(DEAD)), Reopen()),
+    (
+        "reopened: the respawn rows",
+        Facts(reopen=True, reopened=True, active=True, missing_then=DEAD),
+        PrepareRespawn(),
+    ),
+    (
+        "reopened without a worktree",
+        Facts(reopened=True, missing_then=DEAD, prepared=True, spawned=Spawn.NO_WORKSPACE),
+        Settle(Reason.WORKSPACE_FAILED),
+    ),
     ("active: paste", ACTIVE, Paste()),
     (
         "active, own spawn, not looked since: the gating look",

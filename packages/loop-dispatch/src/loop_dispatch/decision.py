@@ -29,6 +29,7 @@ __all__ = [
     "Paste",
     "PrepareRespawn",
     "Ready",
+    "Reopen",
     "Seen",
     "Settle",
     "Spawn",
@@ -99,6 +100,8 @@ class Facts:
     active: bool = False  # the registry holds an active record for the item
     own_spawn: bool = False  # the store holds a spawn token issued WITH this event
     reads_screen: bool = False  # the adapter reads readiness from the screen
+    reopen: bool = False  # an operator's start of a closed record it can resume
+    reopened: bool = False  # that record is active again under its conversation
     seen: Seen | None = None  # the last look (reset by every tmux mutation)
     looked: bool = False  # nothing touched tmux since that look
     carried: bool = False  # this event's own live spawn was adopted
@@ -154,6 +157,11 @@ class Adopt:
 
 
 @dataclass(frozen=True)
+class Reopen:
+    """Register the closed record again under its conversation (then a respawn)."""
+
+
+@dataclass(frozen=True)
 class Close:
     pass
 
@@ -163,7 +171,9 @@ class Settle:
     reason: Reason
 
 
-Action = Observe | Paste | PrepareRespawn | DoSpawn | CheckSurvival | Adopt | Close | Settle
+Action = (
+    Observe | Paste | PrepareRespawn | DoSpawn | CheckSurvival | Adopt | Reopen | Close | Settle
+)
 
 _SUCCESS = {Start.FIRST: Reason.SPAWNED, Start.RESUME: Reason.RESPAWNED}
 
@@ -189,9 +199,26 @@ def decide(f: Facts) -> Action:
         return Observe(screen=f.reads_screen and f.active, gating=False)
     if f.start is not None:
         return _after_spawn(f)
+    if f.reopened:
+        return _respawn(f)
     if not f.active:
-        return DoSpawn(Start.FIRST) if f.spawns else Settle(Reason.NOT_TAKEN_ON)
+        if not f.spawns:
+            return Settle(Reason.NOT_TAKEN_ON)
+        return _reopen(f) if f.reopen else DoSpawn(Start.FIRST)
     return _deliver(f)
+
+
+def _reopen(f: Facts) -> Action:
+    """`sessions start` after `sessions stop`: the conversation goes on (a respawn that
+    resumes it); a live occupant takes the first-spawn rows (ours adopted, a stranger's
+    refused)."""
+    if f.seen is None:
+        return Observe()
+    if f.seen.presence is Presence.UNKNOWN:
+        return Settle(Reason.TMUX_UNAVAILABLE)
+    if f.seen.presence is Presence.LIVE:
+        return DoSpawn(Start.FIRST)
+    return Reopen()
 
 
 def _deliver(f: Facts) -> Action:

@@ -30,6 +30,7 @@ from .decision import (
     Paste,
     PrepareRespawn,
     Ready,
+    Reopen,
     Seen,
     Settle,
     Spawn,
@@ -38,9 +39,9 @@ from .decision import (
 )
 from .eventlog import EventLog
 from .framing import frame, spawn_prompt
-from .model import Event, WorkItemRef
+from .model import Event, EventKind, WorkItemRef
 from .pastegate import PasteGate
-from .reasons import Outcome, Reason
+from .reasons import Outcome, OutcomeKind, Reason
 from .registry import SessionRecord
 from .relaunch import Relauncher
 from .store import Store
@@ -133,8 +134,18 @@ class Executor:
             active=active,
             own_spawn=bool(own),
             reads_screen=self.d.adapter.reads_screen,
+            reopen=not active and event.kind is EventKind.MANUAL and self._resumable(record),
         )
         return facts, Attempt(event, record if active else None, own, previous=record)
+
+    def _resumable(self, record: SessionRecord | None) -> bool:
+        """A closed record whose conversation this adapter can resume."""
+        return (
+            record is not None
+            and bool(record.conversation_id)
+            and record.harness == self.d.adapter.name
+            and self.d.adapter.can_resume
+        )
 
     def perform(self, action: Action, f: Facts, a: Attempt) -> Facts:
         if isinstance(action, Observe):
@@ -149,6 +160,8 @@ class Executor:
             return self._check_survival(f, a)
         if isinstance(action, PrepareRespawn):
             return self._prepare_respawn(f, a)
+        if isinstance(action, Reopen):
+            return self._reopen(f, a)
         raise TypeError(f"the executor does not perform {action!r}")  # Close, Settle
 
     # -- looking ------------------------------------------------------------------------
@@ -402,6 +415,25 @@ class Executor:
             a.conversation = self.discover(a.record, a.started) or a.conversation
         return replace(f, survival=Survival.SURVIVED if survived else Survival.UNKNOWN)
 
+    def _reopen(self, f: Facts, a: Attempt) -> Facts:
+        """The closed record is active again under its conversation; the respawn rows
+        follow (undone at settle unless the attempt is processed)."""
+        previous = a.previous
+        assert previous is not None
+        assert f.seen is not None
+        a.previous_presence = f.seen.presence
+        f = replace(f, reopened=True, missing_then=f.seen.presence)
+        cwd = self.workspace(a)
+        if cwd is None:
+            return replace(f, prepared=True, spawned=Spawn.NO_WORKSPACE)
+        a.record = self.d.store.registry.register(
+            a.event.work_item,
+            harness=previous.harness,
+            conversation_id=previous.conversation_id,
+            cwd=cwd,
+        )
+        return replace(f, active=True)
+
     def _prepare_respawn(self, f: Facts, a: Attempt) -> Facts:
         """The worktree (the same path as before: remade if it went), a conversation id
         found late, and whether the recorded conversation can be resumed."""
@@ -517,6 +549,8 @@ class Executor:
                 dialog=a.readiness.dialog if a.readiness else None,
             )
         outcome = Outcome.of(reason, detail)
+        if f.reopened and reason.kind is not OutcomeKind.PROCESSED:
+            self.undo_register(a)  # a reopen that did not take leaves the closed record
         self._announce(reason, f, a, outcome)
         if reason in (Reason.DELIVERED, Reason.RESPAWN_AVERTED, Reason.ADOPTED):
             outcome = replace(outcome, confirmed=a.confirm())
