@@ -166,8 +166,35 @@ def bench_poll_cycle(comments: int) -> dict[str, float]:
     }
 
 
+def bench_decide(calls: int = 200_000) -> dict[str, float]:
+    """The decision table alone: `decide` on the facts of a delivery's steps (a look, a
+    paste, its answer) and of a respawn's, round robin; pure, so this is its whole cost."""
+    try:
+        from loop_dispatch.decision import Deliver, Facts, Spawn, Start, Survival, decide
+    except ImportError:  # a tree without the table
+        return {}
+    from loop_tmux import Presence
+
+    steps = [
+        Facts(active=True),
+        Facts(active=True, pasted=Deliver.OK),
+        Facts(active=True, pasted=Deliver.MISSING, missing_then=Presence.ABSENT, prepared=True),
+        Facts(start=Start.RESUME, spawned=Spawn.SPAWNED, survival=Survival.SURVIVED),
+    ]
+    rounds = calls // len(steps)
+    started = time.perf_counter()
+    for _ in range(rounds):
+        for facts in steps:
+            decide(facts)
+    elapsed = time.perf_counter() - started
+    return {"ns_per_call": elapsed / (rounds * len(steps)) * 1e9}
+
+
 def main() -> int:
     print("loop-dispatch benchmarks")
+    table = bench_decide()
+    if table:
+        print(f"decide (the pure decision table): {table['ns_per_call']:.0f} ns/call")
     if shutil.which("tmux") is None:
         print("tmux not found: skipping the live-dispatch benchmark")
     else:

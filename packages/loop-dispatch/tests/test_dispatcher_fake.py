@@ -9,7 +9,7 @@ from loop_dispatch.adapters import GenericAdapter
 from loop_dispatch.dispatcher import OutcomeKind
 from loop_dispatch.framing import frame
 from loop_dispatch.model import EventKind
-from loop_tmux import Presence
+from loop_tmux import Observation, Presence
 
 REF = "github:acme/widgets#7"
 NAME = "loop-gh_acme_widgets_7"
@@ -20,19 +20,19 @@ def _types(events) -> list[str]:
 
 
 def _vanish_then_return(fake_tmux) -> None:
-    """Remove NAME now; put a live NAME back just before the next probe (a racing
+    """Remove NAME now; put a live NAME back just before the next look at it (a racing
     restart by another actor), once."""
     with fake_tmux.state.edit() as state:
         saved = state["sessions"].pop(NAME)
-    real_probe = fake_tmux.tmux.probe
+    real_observe = fake_tmux.tmux.observe
 
-    def probe(name, **kw):
-        fake_tmux.tmux.probe = real_probe
+    def observe(name, **kw):
+        fake_tmux.tmux.observe = real_observe
         with fake_tmux.state.edit() as state:
             state["sessions"][NAME] = saved
-        return real_probe(name, **kw)
+        return real_observe(name, **kw)
 
-    fake_tmux.tmux.probe = probe
+    fake_tmux.tmux.observe = observe
 
 
 def _start(fake_tmux, make_dispatcher, make_event, store, **kw):
@@ -399,9 +399,11 @@ def test_a_late_spawn_whose_presence_tmux_cannot_tell_is_never_pasted_into(
     first = make_event(REF)
     assert disp.dispatch(first).reason == "spawn_unanswered"
     fake_tmux.state.clear_faults()
-    # Only the presence probe goes unanswered (the one answer tmux withheld); the spawn
-    # the ordinary path would try next is answered, "duplicate session".
-    monkeypatch.setattr(fake_tmux.tmux, "probe", lambda name, **_: Presence.UNKNOWN)
+    # Only the look at the session goes unanswered (the one answer tmux withheld); the
+    # spawn the ordinary path would try next is answered, "duplicate session".
+    monkeypatch.setattr(
+        fake_tmux.tmux, "observe", lambda name, **_: Observation(presence=Presence.UNKNOWN)
+    )
     unsure = disp.dispatch(first)
     assert (unsure.kind, unsure.transient) == (OutcomeKind.FAILED, True), unsure
     assert fake_tmux.state.typed(NAME) == []
@@ -428,14 +430,14 @@ def test_a_late_respawn_that_lands_after_the_check_is_adopted_not_pasted_into(
     assert first.transient, first
     fake_tmux.state.clear_faults()
     assert fake_tmux.tmux.probe(NAME).value == "live"  # carried out late
-    real = fake_tmux.tmux.session_token
+    real = fake_tmux.tmux.observe
     calls = []
 
     def not_yet_then_real(name, **kw):  # the first look came before tmux carried it out
         calls.append(name)
-        return None if len(calls) == 1 else real(name, **kw)
+        return Observation(presence=Presence.ABSENT) if len(calls) == 1 else real(name, **kw)
 
-    monkeypatch.setattr(fake_tmux.tmux, "session_token", not_yet_then_real)
+    monkeypatch.setattr(fake_tmux.tmux, "observe", not_yet_then_real)
     again = disp.dispatch(event)
     assert again.reason == "carried_by_spawn", again
     assert fake_tmux.state.typed(NAME) == []  # the prompt was its argv; no paste
@@ -536,3 +538,31 @@ def test_a_manual_start_after_close_that_cannot_resume_restores_the_closed_recor
     outcome = disp.start(record.work_item, "Carry on")
     assert outcome.kind is OutcomeKind.FAILED
     assert store.registry.get(record.work_item) == closed
+
+
+def test_silence_after_an_averted_respawn_is_transient_and_uses_no_attempt(
+    fake_tmux, make_dispatcher, make_event, store, events
+):
+    """Issue 23: the paste found the session missing, the re-probe found it live again,
+    and the paste into it got no answer. That silence is the same transient fault as on
+    the ordinary path (AC2), never a definite `deliver_failed` that burns an attempt."""
+    disp, _ = _start(fake_tmux, make_dispatcher, make_event, store)
+    with fake_tmux.state.edit() as state:
+        saved = state["sessions"].pop(NAME)
+    real_observe = fake_tmux.tmux.observe
+
+    def back_but_silent(name, **kw):  # someone restarted it; tmux then stalls on the paste
+        fake_tmux.tmux.observe = real_observe
+        with fake_tmux.state.edit() as state:
+            state["sessions"][NAME] = saved
+            state["faults"]["hang"] = ["load-buffer"]
+        return real_observe(name, **kw)
+
+    fake_tmux.tmux.observe = back_but_silent
+    event = make_event(REF)
+    outcome = disp.dispatch(event)
+    fake_tmux.state.clear_faults()
+    assert (outcome.kind, outcome.reason) == (OutcomeKind.FAILED, "deliver_unavailable")
+    assert outcome.transient
+    assert store.deliveries.state(event.delivery_id) is None  # released: retried
+    assert fake_tmux.verbs().count("new-session") == 1  # never respawned

@@ -19,7 +19,14 @@ from dataclasses import dataclass, field
 from loop_dispatch.adapters import GenericAdapter
 from loop_dispatch.drain import Drain, RetryPolicy
 from loop_dispatch.model import EventKind
-from loop_tmux import DeliverResult, Presence, SpawnOutcome, SpawnResult, TmuxUnavailable
+from loop_tmux import (
+    DeliverResult,
+    Observation,
+    Presence,
+    SpawnOutcome,
+    SpawnResult,
+    TmuxUnavailable,
+)
 
 MARK = re.compile(r"MK-\d+-\d+-KM")
 V = {"loop-cli": "1", "loop-dispatch": "1", "loop-tmux": "1"}
@@ -57,6 +64,16 @@ class ModelTmux:
         if s is None:
             return Presence.ABSENT
         return Presence.LIVE if s.alive else Presence.DEAD
+
+    def observe(self, name: str, **_: object) -> Observation:
+        """Presence and token in one call, as `Tmux.observe` reads them."""
+        if self._silent():
+            return Observation(presence=Presence.UNKNOWN, error="tmux did not answer within 10s")
+        s = self.sessions.get(name)
+        if s is None:
+            return Observation(presence=Presence.ABSENT)
+        presence = Presence.LIVE if s.alive else Presence.DEAD
+        return Observation(presence=presence, token=s.token or "")
 
     def session_token(self, name: str, **_: object) -> str | None:
         if self._silent():

@@ -158,7 +158,7 @@ def blocked_sessions(
     from loop_tmux import TmuxUnavailable
 
     adapter = rt.adapter
-    if not getattr(adapter, "reads_screen", False):
+    if not adapter.reads_screen:
         return []
     live = [r for r in records if fleet.presence(r.tmux_name) == LIVE]
     try:  # every screen in as few tmux calls as tmux allows, not one per session
@@ -170,7 +170,7 @@ def blocked_sessions(
         view = views.get(record.tmux_name)
         if view is None or view.dead:
             continue
-        readiness = adapter.readiness(view)  # type: ignore[attr-defined]
+        readiness = adapter.readiness(view)
         if readiness.dialog is not None:
             out.append(
                 {

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
         new_conversation_id,
     )
     from .claude_trust import TrustError
-    from .dispatcher import TRANSIENT_REASONS, Dispatcher, Outcome, OutcomeKind
+    from .dispatcher import Dispatcher
     from .drain import Drain, DrainReport, GroundLost, RetryPolicy
     from .eventlog import EventLog
     from .framing import frame
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from .launch import Launcher, LaunchSpec, default_launcher
     from .lock import LockTimeout, LockUnavailable, item_lock
     from .poll import run_poll_cycle
+    from .reasons import Outcome, OutcomeKind, Reason
     from .registry import SessionRecord
     from .relaunch import Relaunch, Relauncher, RelaunchResult
     from .store import Store, StoreError
@@ -47,15 +48,15 @@ _LAZY = {
     "ResumeUnsupported": "adapters",
     "new_conversation_id": "adapters",
     "Dispatcher": "dispatcher",
-    "TRANSIENT_REASONS": "dispatcher",
     "Drain": "drain",
     "DrainReport": "drain",
     "GroundLost": "drain",
     "RetryPolicy": "drain",
     "Inbox": "inbox",
     "InboxEntry": "inbox",
-    "Outcome": "dispatcher",
-    "OutcomeKind": "dispatcher",
+    "Outcome": "reasons",
+    "Reason": "reasons",
+    "OutcomeKind": "reasons",
     "EventLog": "eventlog",
     "frame": "framing",
     "LaunchSpec": "launch",
@@ -86,7 +87,6 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "TRANSIENT_REASONS",
     "ClaudeCodeAdapter",
     "CodexAdapter",
     "CycleReport",
@@ -109,6 +109,7 @@ __all__ = [
     "Outcome",
     "OutcomeKind",
     "PollBatch",
+    "Reason",
     "RefError",
     "Relaunch",
     "RelaunchResult",

@@ -12,7 +12,15 @@ from .errors import TmuxCapabilityWarning, TmuxError, TmuxUnavailable
 from .names import SESSION_NAME_RE, TERMINATE_NAME_RE, check_name
 from .paste import neutralise
 from .presence import Presence
-from .results import DeliverResult, Pane, PaneView, RespawnResult, SpawnOutcome, SpawnResult
+from .results import (
+    DeliverResult,
+    Observation,
+    Pane,
+    PaneView,
+    RespawnResult,
+    SpawnOutcome,
+    SpawnResult,
+)
 from .runner import kill_clients
 from .versions import NEW_SESSION_ENV, RESPAWN_PANE_ENV, parse_version
 
@@ -25,6 +33,7 @@ __all__ = [
     "SESSION_NAME_RE",
     "TERMINATE_NAME_RE",
     "DeliverResult",
+    "Observation",
     "Pane",
     "PaneView",
     "Presence",

@@ -17,7 +17,15 @@ from . import commands, paste, runner, versions
 from . import names as naming
 from .errors import TmuxCapabilityWarning, TmuxUnavailable
 from .presence import Presence
-from .results import DeliverResult, Pane, PaneView, RespawnResult, SpawnOutcome, SpawnResult
+from .results import (
+    DeliverResult,
+    Observation,
+    Pane,
+    PaneView,
+    RespawnResult,
+    SpawnOutcome,
+    SpawnResult,
+)
 
 # The session's spawn token (a user option set by spawn) is read in the same call.
 TOKEN_OPTION = "@loop_spawn_token"  # noqa: S105 (an option NAME)
@@ -27,6 +35,8 @@ _PANE_FORMAT = (
 )
 _VIEW_FIELDS = "#{alternate_on}\t#{pane_dead}\t#{pane_pid}\t#{pane_current_command}"
 _VIEW_FORMAT = "loop-tmux-view\t" + _VIEW_FIELDS
+_OBSERVE_PANES = "loop-tmux-pane\t#{pane_dead}"
+_OBSERVE_FORMAT = "loop-tmux-observe\t#{" + TOKEN_OPTION + "}\t" + _VIEW_FIELDS
 # tmux refuses a command line of over 16 KiB ("command too long"); batches stay below.
 _BATCH_BYTES = 12_000
 _TOKEN_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -232,6 +242,29 @@ class Tmux:
         if mark != "loop-tmux-view":
             raise TmuxUnavailable(f"unexpected display-message output {head[:80]!r}")
         return _view(fields, screen if capture else None)
+
+    def observe(
+        self, name: str, *, capture: bool = False, timeout: float | None = None
+    ) -> Observation:
+        """Presence, spawn token, dead flag and (with ``capture``) the screen in ONE tmux
+        call, for a caller that would otherwise probe, read the token and view the pane
+        one call each. Never raises for silence: an unanswered call is UNKNOWN."""
+        target = naming.pane_target(name)
+        parts: list[list[str]] = [
+            ["has-session", "-t", naming.session_target(name)],
+            ["list-panes", "-s", "-t", target, "-F", _OBSERVE_PANES],
+            ["display-message", "-p", "-t", target, _OBSERVE_FORMAT],
+        ]
+        if capture:
+            parts.append(["capture-pane", "-p", "-t", target])
+        answer = self._read(
+            commands.chain(*parts), self.probe_timeout if timeout is None else timeout
+        )
+        if not answer.ok:
+            if runner.says_absent(answer):
+                return Observation(presence=Presence.ABSENT, error=answer.error)
+            return Observation(presence=Presence.UNKNOWN, error=answer.error)
+        return _observation(answer.stdout, capture)
 
     def pane_views(
         self, names: Iterable[str], *, capture: bool = False, timeout: float | None = None
@@ -782,6 +815,31 @@ def _view(fields: str, screen: str | None) -> PaneView:
         pid=int(pid) if pid.isdigit() else 0,
         screen=screen,
     )
+
+
+def _observation(stdout: str, capture: bool) -> Observation:
+    """An Observation from `observe`'s answer: one pane line per pane, then the view."""
+    flags: list[str] = []
+    lines = stdout.split("\n")
+    while lines and lines[0].startswith("loop-tmux-pane\t"):
+        flags.append(lines.pop(0).partition("\t")[2])
+    head = lines.pop(0) if lines else ""
+    mark, _, rest = head.partition("\t")
+    token, _, fields = rest.partition("\t")
+    if mark != "loop-tmux-observe" or not flags:
+        unexpected = f"unexpected observe output {stdout[:80]!r}"
+        return Observation(presence=Presence.UNKNOWN, error=unexpected)
+    try:
+        view = _view(fields, "\n".join(lines) if capture else None)
+    except TmuxUnavailable as exc:
+        return Observation(presence=Presence.UNKNOWN, error=str(exc))
+    if "0" in flags:
+        presence = Presence.LIVE
+    elif all(flag == "1" for flag in flags):
+        presence = Presence.DEAD
+    else:
+        return Observation(presence=Presence.UNKNOWN, error=f"unexpected pane flags {flags!r}")
+    return Observation(presence=presence, token=token.strip(), view=view)
 
 
 def _split_views(stdout: str, mark: str) -> list[tuple[str, str, bool]]:

@@ -105,6 +105,11 @@ class FakeState:
             for pane in state["sessions"][name]["panes"]:
                 pane["dead"] = dead
 
+    def set_screen(self, name: str, screen: str) -> None:
+        """What `capture-pane -p` prints for the session's first pane."""
+        with self.edit() as state:
+            state["sessions"][name]["panes"][0]["screen"] = screen
+
     def set_fault(self, key: str, value: Any) -> None:
         with self.edit() as state:
             state["faults"][key] = value
@@ -465,6 +470,12 @@ class _Fake:
         opts, _ = _options(args, "st")
         _name, session = self.session(opts.get("t", [""])[-1])
         session["panes"][0]["in_mode"] = "q" not in opts
+
+    def cmd_capture_pane(self, args: list[str]) -> None:
+        opts, _ = _options(args, "tSEb")
+        _name, session = self.session(opts.get("t", [""])[-1])
+        if "p" in opts:
+            self.out.append(session["panes"][0].get("screen", "").rstrip("\n"))
 
     def cmd_set_buffer(self, args: list[str]) -> None:
         opts, rest = _options(args, "bn")

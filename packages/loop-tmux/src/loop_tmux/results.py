@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+from .presence import Presence
+
 
 class SpawnOutcome(str, Enum):
     """What spawn did. The values are stable strings other packages record."""
@@ -86,3 +88,23 @@ class PaneView:
     dead: bool
     pid: int
     screen: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Observation:
+    """One look at a session (``Tmux.observe``): presence, spawn token and pane in ONE
+    tmux call. Silence is ``Presence.UNKNOWN`` with nothing else known, never ABSENT.
+
+    ``token``: the spawn token the session was created with ("" when unset, None when
+    absent or unknown); ``view``: the active pane (its screen when a capture was asked
+    for), None unless the session exists.
+    """
+
+    presence: Presence
+    token: str | None = None
+    view: PaneView | None = None
+    error: str | None = None
+
+    @property
+    def dead(self) -> bool:
+        return self.presence is Presence.DEAD

@@ -73,7 +73,14 @@ class Receipt:
 
 @runtime_checkable
 class HarnessAdapter(Protocol):
+    """Every capability the dispatcher uses, declared: an adapter without one says so
+    through `VerifiedAdapter`'s defaults (`reads_screen = False`, `has_receipts = False`,
+    `readiness` always ready, no receipts, nothing to discover), never by omission."""
+
     name: str
+    reads_screen: bool  # readiness() reads the screen before a paste
+    has_receipts: bool  # receipt() can prove a paste reached the conversation
+    assigns_conversation_id: bool  # we pick the id (False: discover_conversation finds it)
 
     @property
     def can_resume(self) -> bool: ...
@@ -81,6 +88,24 @@ class HarnessAdapter(Protocol):
     def fresh_argv(self, prompt: str, conversation_id: str) -> list[str]: ...
 
     def resume_argv(self, prompt: str, conversation_id: str) -> list[str]: ...
+
+    def launch_env(self) -> dict[str, str]: ...
+
+    def prepare_workspace(self, folder: Path) -> None: ...
+
+    def readiness(self, view: PaneView) -> Readiness: ...
+
+    def activity(self, view: PaneView) -> str: ...
+
+    def resumable(self, conversation_id: str) -> bool: ...
+
+    def receipt_mark(self, conversation_id: str | None) -> int: ...
+
+    def receipt(self, conversation_id: str | None, mark: int, text: str) -> Receipt: ...
+
+    def discover_conversation(
+        self, cwd: Path, started_at: float, exclude: set[str]
+    ) -> str | None: ...
 
 
 class VerifiedAdapter:
@@ -95,6 +120,9 @@ class VerifiedAdapter:
     def launch_env(self) -> dict[str, str]:
         """Environment the harness needs so it writes where the adapter reads."""
         return {}
+
+    def prepare_workspace(self, folder: Path) -> None:
+        """Seed what the harness needs in a new worktree (nothing, by default)."""
 
     def readiness(self, view: PaneView) -> Readiness:
         return Readiness(READY)
