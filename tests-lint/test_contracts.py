@@ -93,6 +93,16 @@ def test_a_breach_fails_the_check_and_is_named(
     assert contract in broken, done.stdout
 
 
+def test_hosts_reaching_back_into_inbox_fails_the_check(tree: Path) -> None:
+    """The shared SQL lives in inboxtable: hosts.py importing inbox.py again (as it did
+    for inbox's private names) breaks a contract."""
+    hosts = tree / "loop_dispatch" / "hosts.py"
+    hosts.write_text(hosts.read_text() + "\nfrom .inbox import Inbox\n", encoding="utf-8")
+    done = _lint_imports(tree)
+    assert done.returncode != 0
+    assert "never inbox.py" in done.stdout.split("Broken contracts", 1)[-1], done.stdout
+
+
 def test_mypy_strict_fails_on_a_type_error(tree: Path) -> None:
     bad = tree / "loop_tmux" / "typo.py"
     bad.write_text('def width() -> int:\n    return "wide"\n', encoding="utf-8")

@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from .hosts import HOSTS_MIGRATIONS, HOSTS_NAMESPACE
-from .inbox import Clock, _iso, _utcnow
+from .inboxtable import Clock, iso, utcnow
 
 if TYPE_CHECKING:
     from .store import Store
@@ -114,7 +114,7 @@ class RestartRequests:
     """The `host_restarts` table of a Store (the hosts namespace)."""
 
     def __init__(
-        self, store: Store, *, clock: Clock = _utcnow, max_age: float = REQUEST_MAX_AGE
+        self, store: Store, *, clock: Clock = utcnow, max_age: float = REQUEST_MAX_AGE
     ) -> None:
         self._store = store
         self._clock = clock
@@ -125,7 +125,7 @@ class RestartRequests:
         self, hosts: Sequence[str], *, by: str, force: bool = False, dry_run: bool = False
     ) -> list[RestartRequest]:
         """One pending request per host, written in one transaction."""
-        now = _iso(self._clock())
+        now = iso(self._clock())
         ids = []
         with self._store.transaction() as conn:
             for host in hosts:
@@ -166,8 +166,8 @@ class RestartRequests:
         worker took meanwhile is not taken twice (the update checks it is still pending).
         """
         now = self._clock()
-        nows = _iso(now)
-        oldest = _iso(now - timedelta(seconds=self._max_age))
+        nows = iso(now)
+        oldest = iso(now - timedelta(seconds=self._max_age))
         expired = json.dumps(
             summary({}, exit_code=1, error="expired: no worker of this host took it in time")
         )
@@ -201,5 +201,5 @@ class RestartRequests:
         with self._store.transaction() as conn:
             conn.execute(
                 "UPDATE host_restarts SET done_at = ?, result = ? WHERE id = ?",
-                (_iso(self._clock()), json.dumps(dict(result), sort_keys=True), request_id),
+                (iso(self._clock()), json.dumps(dict(result), sort_keys=True), request_id),
             )

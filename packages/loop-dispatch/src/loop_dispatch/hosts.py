@@ -28,17 +28,8 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import DispatchError
 from .fence import TAKEOVER_MARGIN_SECONDS, LeaseFence
-from .inbox import (
-    _CLAIMABLE,
-    _HEADS,
-    _SELECT,
-    Clock,
-    InboxEntry,
-    _entry,
-    _iso,
-    _proc_start,
-    _utcnow,
-)
+from .inboxtable import CLAIMABLE, HEADS, SELECT, Clock, InboxEntry, iso, read_entry, utcnow
+from .procinfo import proc_start
 
 if TYPE_CHECKING:
     from .store import Store
@@ -105,9 +96,9 @@ HOSTS_MIGRATIONS = [
 # placed on a host whose lease ran out more than the takeover margin ago), with their
 # current placement.
 _CANDIDATES = (
-    _HEADS  # noqa: S608 (constant text; every value is a parameter)
+    HEADS  # noqa: S608 (constant text; every value is a parameter)
     + "SELECT c.seq, c.work_item, p.host FROM ("
-    + _CLAIMABLE.replace("SELECT i.seq FROM", "SELECT i.seq, i.work_item FROM").replace(
+    + CLAIMABLE.replace("SELECT i.seq FROM", "SELECT i.seq, i.work_item FROM").replace(
         " LIMIT ?", ""
     )
     + ") c LEFT JOIN placements p ON p.work_item = c.work_item "
@@ -119,7 +110,7 @@ _CANDIDATES = (
 def host_owner(host: str, pid: int | None = None) -> str:
     """A worker's claim identity: its host NAME (not the machine's), pid, start time."""
     pid = os.getpid() if pid is None else pid
-    return f"{host}/{pid}/{_proc_start(pid)}"
+    return f"{host}/{pid}/{proc_start(pid)}"
 
 
 @lru_cache(maxsize=1)
@@ -148,7 +139,7 @@ def holder_gone(owner: str, machine: str | None) -> bool:
         return True
     except PermissionError:
         return False
-    return bool(start) and _proc_start(pid) not in ("", start)
+    return bool(start) and proc_start(pid) not in ("", start)
 
 
 class HostConflict(DispatchError):
@@ -206,7 +197,7 @@ class Hosts:
     """The hosts and placements tables of a Store."""
 
     def __init__(
-        self, store: Store, *, clock: Clock = _utcnow, margin: float = TAKEOVER_MARGIN_SECONDS
+        self, store: Store, *, clock: Clock = utcnow, margin: float = TAKEOVER_MARGIN_SECONDS
     ) -> None:
         self._store = store
         self._clock = clock
@@ -245,15 +236,15 @@ class Hosts:
             if (
                 row is not None
                 and row[0] != owner
-                and row[1] > _iso(now - timedelta(seconds=self.margin))
+                and row[1] > iso(now - timedelta(seconds=self.margin))
                 and not holder_gone(row[0], row[2])
             ):
                 raise HostConflict(
                     f"host name {name!r} is held by a live worker ({row[0]}); "
                     "give each host its own host.name"
                 )
-            lapsed = row is None or row[0] != owner or row[1] <= _iso(now)
-            until = _iso(now + timedelta(seconds=lease_seconds))
+            lapsed = row is None or row[0] != owner or row[1] <= iso(now)
+            until = iso(now + timedelta(seconds=lease_seconds))
             conn.execute(
                 "INSERT INTO hosts(name, owner, max_sessions, lease_seconds, sessions, "
                 "started_at, heartbeat_at, lease_until, machine) "
@@ -270,8 +261,8 @@ class Hosts:
                     max_sessions,
                     lease_seconds,
                     sessions,
-                    _iso(now),
-                    _iso(now),
+                    iso(now),
+                    iso(now),
                     until,
                     machine,
                 ),
@@ -281,13 +272,13 @@ class Hosts:
     def leave(self, name: str, owner: str) -> None:
         """A clean stop: the lease ends now, so this host's items move on their next event."""
         with self._store.transaction() as conn:
-            now = _iso(_db_now(conn, self._store, self._clock))
+            now = iso(_db_now(conn, self._store, self._clock))
             conn.execute(
                 "UPDATE hosts SET lease_until = ? WHERE name = ? AND owner = ?", (now, name, owner)
             )
 
     def list(self) -> list[HostInfo]:
-        now = _iso(self.now())
+        now = iso(self.now())
         rows = self._store.query(
             "SELECT h.name, h.owner, h.max_sessions, h.sessions, h.heartbeat_at, h.lease_until, "
             "(SELECT count(*) FROM placements p WHERE p.host = h.name) "
@@ -380,10 +371,10 @@ class Hosts:
         kwargs = {"exclusive": False} if store.backend == "postgresql" else {}
         with store.database.transaction(**kwargs) as conn:
             now = _db_now(conn, store, self._clock)
-            nows = _iso(now)
+            nows = iso(now)
             # Held: live, or run out less than the margin ago (its holder may still be
             # ending its agents): such a host's items and claims are left alone.
-            held_since = _iso(now - timedelta(seconds=self.margin))
+            held_since = iso(now - timedelta(seconds=self.margin))
             hosts = conn.execute(
                 "SELECT h.name, h.owner, h.lease_until, h.max_sessions, (SELECT count(*) "
                 "FROM placements p WHERE p.host = h.name) FROM hosts h WHERE h.lease_until > ?",
@@ -415,7 +406,7 @@ class Hosts:
             ]
             if not locked:
                 return []
-            until = _iso(now + timedelta(seconds=lease_seconds))
+            until = iso(now + timedelta(seconds=lease_seconds))
             conn.executemany(
                 "UPDATE inbox SET state = 'claimed', lease_owner = ?, lease_until = ?, "
                 "tries = tries + 1, updated_at = ? WHERE seq = ?",
@@ -435,9 +426,9 @@ class Hosts:
                     (work_item, host, old, reason, nows),
                 )
             claimed = conn.execute(
-                f"{_SELECT} WHERE seq IN ({', '.join('?' * len(locked))}) ORDER BY seq", locked
+                f"{SELECT} WHERE seq IN ({', '.join('?' * len(locked))}) ORDER BY seq", locked
             ).fetchall()
-        return [_entry(r) for r in claimed]
+        return [read_entry(r) for r in claimed]
 
     def renew(self, owner: str, seqs: Sequence[int], lease_seconds: float) -> int:
         """Extend the claims `owner` still holds, on the database's clock (as `claim`
@@ -445,7 +436,7 @@ class Hosts:
         if not seqs:
             return 0
         with self._store.transaction() as conn:
-            until = _iso(_db_now(conn, self._store, self._clock) + timedelta(seconds=lease_seconds))
+            until = iso(_db_now(conn, self._store, self._clock) + timedelta(seconds=lease_seconds))
             held = 0
             for seq in seqs:
                 cur = conn.execute(
@@ -515,7 +506,7 @@ class HostLease:
         max_sessions: int,
         lease_seconds: float,
         owner: str | None = None,
-        clock: Clock = _utcnow,
+        clock: Clock = utcnow,
         sessions: Callable[[], int] | None = None,
         fence: LeaseFence | None = None,
         margin: float = TAKEOVER_MARGIN_SECONDS,

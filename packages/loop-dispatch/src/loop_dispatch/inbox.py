@@ -21,16 +21,27 @@ LOCKED` queue: the claim is `UPDATE inbox SET state='claimed', lease... WHERE se
 from __future__ import annotations
 
 import builtins
-import dataclasses
 import json
 import os
 import socket
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from .inboxtable import (
+    CLAIMABLE,
+    HEADS,
+    SELECT,
+    Clock,
+    InboxEntry,
+    iso,
+    read_entry,
+    read_time,
+    utcnow,
+)
 from .model import Event
+from .procinfo import proc_start
 
 if TYPE_CHECKING:
     from .database import Connection
@@ -48,58 +59,6 @@ __all__ = [
 
 OPEN_STATES = ("pending", "claimed")
 KEEP_SETTLED = timedelta(days=30)
-_COLUMNS = (
-    "seq, delivery_id, work_item, source, state, event, attempts, tries, due_at, "
-    "lease_owner, lease_until, outcome, last_reason, last_error, gave_up_versions, "
-    "rearm_count, received_at, settled_at, updated_at"
-)
-_SELECT = "SELECT " + _COLUMNS + " FROM inbox"  # noqa: S608 (constant column list)
-
-# The queue heads (each item's oldest pending or claimed row), by a loose index scan:
-# the same recursive query runs on SQLite and PostgreSQL.
-_OPEN = "state IN ('pending', 'claimed')"
-_HEADS = (
-    "WITH RECURSIVE items(w) AS ("  # noqa: S608 (constant text)
-    f"SELECT (SELECT min(work_item) FROM inbox WHERE {_OPEN}) "
-    "UNION ALL SELECT (SELECT min(work_item) FROM inbox "
-    f"WHERE {_OPEN} AND work_item > items.w) FROM items WHERE items.w IS NOT NULL), "
-    "heads(seq) AS (SELECT (SELECT min(seq) FROM inbox "
-    f"WHERE work_item = items.w AND {_OPEN}) FROM items WHERE items.w IS NOT NULL) "
-)
-
-# Due heads: pending and due, or claimed under a lease that ran out or whose owner is
-# gone (`{owners}` becomes one placeholder per gone owner).
-_CLAIMABLE = (
-    "SELECT i.seq FROM heads JOIN inbox i ON i.seq = heads.seq WHERE "
-    "(i.state = 'pending' AND i.due_at <= ?) OR (i.state = 'claimed' AND "
-    "(i.lease_until <= ? OR i.lease_owner IN ({owners}))) ORDER BY i.seq LIMIT ?"
-)
-
-Clock = Callable[[], datetime]
-
-
-def _test_skew() -> timedelta:
-    """TEST ONLY: `THE_LOOP_TEST_CLOCK_SKEW` (seconds, may be negative) shifts this
-    process's wall clock as the inbox and hosts read it, to model a host whose clock is
-    wrong (tests-integration/test_fleet_fencing.py). Leases are compared on the
-    database's clock, so on a fleet it changes no lease; never set it in production."""
-    text = os.environ.get("THE_LOOP_TEST_CLOCK_SKEW", "")
-    try:
-        return timedelta(seconds=float(text)) if text else timedelta(0)
-    except ValueError:
-        return timedelta(0)
-
-
-_SKEW = _test_skew()
-
-
-def _utcnow() -> datetime:
-    return datetime.now(timezone.utc) + _SKEW
-
-
-def _iso(moment: datetime) -> str:
-    """The one text form of a time in this table: sortable, fixed width, UTC."""
-    return moment.astimezone(timezone.utc).isoformat(timespec="microseconds")
 
 
 def versions_key(versions: Mapping[str, str]) -> str:
@@ -107,21 +66,10 @@ def versions_key(versions: Mapping[str, str]) -> str:
     return json.dumps(dict(sorted(versions.items())), separators=(",", ":"))
 
 
-def _proc_start(pid: int) -> str:
-    """The process's start time in clock ticks since boot ('' where /proc cannot say)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            data = handle.read()
-    except OSError:
-        return ""
-    fields = data[data.rfind(b")") + 2 :].split()
-    return fields[19].decode() if len(fields) > 19 else ""
-
-
 def local_owner(pid: int | None = None) -> str:
     """This process's claim identity: host, pid and start time (pid reuse is told apart)."""
     pid = os.getpid() if pid is None else pid
-    return f"{socket.gethostname()}/{pid}/{_proc_start(pid)}"
+    return f"{socket.gethostname()}/{pid}/{proc_start(pid)}"
 
 
 def owner_alive(owner: str) -> bool:
@@ -140,114 +88,7 @@ def owner_alive(owner: str) -> bool:
         return False
     except PermissionError:
         return True
-    return not start or _proc_start(pid) in ("", start)
-
-
-@dataclass(frozen=True, kw_only=True)
-class InboxEntry:
-    """One row. `event` is None once settled, or when the stored text is unreadable."""
-
-    seq: int
-    delivery_id: str
-    work_item: str
-    source: str
-    state: str
-    event: Event | None
-    attempts: int
-    tries: int
-    due_at: datetime
-    lease_owner: str | None
-    lease_until: datetime | None
-    outcome: str | None
-    last_reason: str | None
-    last_error: str | None
-    gave_up_versions: str | None
-    rearm_count: int
-    received_at: datetime
-    settled_at: datetime | None
-    updated_at: datetime
-
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-ready, without the event body (never shown: it is untrusted text)."""
-        kind = None if self.event is None else self.event.kind.value
-        return {
-            "seq": self.seq,
-            "deliveryId": self.delivery_id,
-            "workItem": self.work_item,
-            "source": self.source,
-            "state": self.state,
-            "kind": kind,
-            "attempts": self.attempts,
-            "tries": self.tries,
-            "dueAt": self.due_at.isoformat(),
-            "leaseOwner": self.lease_owner,
-            "outcome": self.outcome,
-            "lastReason": self.last_reason,
-            "lastError": self.last_error,
-            "gaveUpVersions": None
-            if self.gave_up_versions is None
-            else json.loads(self.gave_up_versions),
-            "rearmCount": self.rearm_count,
-            "receivedAt": self.received_at.isoformat(),
-            "settledAt": None if self.settled_at is None else self.settled_at.isoformat(),
-        }
-
-
-def _time(text: str | None) -> datetime | None:
-    return None if text is None else datetime.fromisoformat(text)
-
-
-def _event(row: Sequence[Any]) -> Event | None:
-    """The stored event, only when it is this row's own (a hand-edited row naming another
-    delivery or item would be sent there and settled here)."""
-    if not row[5]:
-        return None
-    try:
-        event = Event.from_dict(json.loads(row[5]))
-    except ValueError:
-        return None
-    # Refs parse canonical (lower-case GitHub names); a stored copy of the delivery id
-    # written before that (schema v4 renamed the row's) matches case-insensitively.
-    if event.delivery_id != row[1] and event.delivery_id.lower() == str(row[1]).lower():
-        event = dataclasses.replace(event, delivery_id=row[1])
-    if (event.delivery_id, str(event.work_item)) != (row[1], row[2]):
-        return None
-    return event
-
-
-def _entry(row: Sequence[Any]) -> InboxEntry:
-    """The row as an entry. A row whose columns do not read (hand-edited, damaged) is
-    quarantined: an entry without its event (the drain gives it up as
-    `unreadable_stored_event`), so it never stops a claim, a listing or another item."""
-    try:
-        return _readable_entry(row)
-    except (TypeError, ValueError):
-        return _damaged_entry(row)
-
-
-def _readable_entry(row: Sequence[Any]) -> InboxEntry:
-    due, received, updated = (datetime.fromisoformat(row[i]) for i in (8, 16, 18))
-    return InboxEntry(
-        seq=int(row[0]),
-        delivery_id=row[1],
-        work_item=row[2],
-        source=row[3],
-        state=row[4],
-        event=_event(row),
-        attempts=int(row[6]),
-        tries=int(row[7]),
-        due_at=due,
-        lease_owner=row[9],
-        lease_until=_time(row[10]),
-        outcome=row[11],
-        last_reason=row[12],
-        last_error=row[13],
-        gave_up_versions=row[14],
-        rearm_count=int(row[15]),
-        received_at=received,
-        settled_at=_time(row[17]),
-        updated_at=updated,
-    )
+    return not start or proc_start(pid) in ("", start)
 
 
 def _count(value: Any) -> int:
@@ -256,43 +97,6 @@ def _count(value: Any) -> int:
         return int(value)
     except (TypeError, ValueError):
         return 0
-
-
-def _damaged_entry(row: Sequence[Any]) -> InboxEntry:
-    def text(value: Any) -> str:
-        return value if isinstance(value, str) else repr(value)
-
-    def number(value: Any) -> int:
-        return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-    def moment(value: Any) -> datetime | None:
-        try:
-            return datetime.fromisoformat(value) if isinstance(value, str) else None
-        except ValueError:
-            return None
-
-    epoch = datetime.fromtimestamp(0, timezone.utc)
-    return InboxEntry(
-        seq=number(row[0]),
-        delivery_id=text(row[1]),
-        work_item=text(row[2]),
-        source=text(row[3]),
-        state=text(row[4]),
-        event=None,
-        attempts=number(row[6]),
-        tries=number(row[7]),
-        due_at=moment(row[8]) or epoch,
-        lease_owner=row[9] if isinstance(row[9], str) else None,
-        lease_until=moment(row[10]),
-        outcome=row[11] if isinstance(row[11], str) else None,
-        last_reason=row[12] if isinstance(row[12], str) else None,
-        last_error="quarantined: the stored row does not read",
-        gave_up_versions=row[14] if isinstance(row[14], str) else None,
-        rearm_count=number(row[15]),
-        received_at=moment(row[16]) or epoch,
-        settled_at=moment(row[17]),
-        updated_at=moment(row[18]) or epoch,
-    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -309,7 +113,7 @@ class Retry:
 class Inbox:
     """The inbox table of a Store. Every method is one transaction."""
 
-    def __init__(self, store: TableStore, *, clock: Clock = _utcnow) -> None:
+    def __init__(self, store: TableStore, *, clock: Clock = utcnow) -> None:
         self._store = store
         self._clock = clock
 
@@ -347,7 +151,7 @@ class Inbox:
         baseline: Iterable[str | tuple[str, str]],
         over_baseline: bool = False,
     ) -> list[Event]:
-        now = _iso(self._clock())
+        now = iso(self._clock())
         accepted = []
         conflict = (
             "ON CONFLICT(delivery_id) DO UPDATE SET state = 'pending', event = excluded.event, "
@@ -420,22 +224,22 @@ class Inbox:
             # index seek each, on the partial index of open rows), then each item's
             # oldest open row. Cost grows with the number of items, not of waiting rows.
             # Placeholders only: every value is a parameter.
-            sql = _HEADS + _CLAIMABLE.replace("{owners}", marks)
-            rows = conn.execute(sql, (_iso(now), _iso(now), *dead, limit)).fetchall()
+            sql = HEADS + CLAIMABLE.replace("{owners}", marks)
+            rows = conn.execute(sql, (iso(now), iso(now), *dead, limit)).fetchall()
             seqs = [int(r[0]) for r in rows]
             if not seqs:
                 return []
-            until = _iso(now + timedelta(seconds=lease_seconds))
+            until = iso(now + timedelta(seconds=lease_seconds))
             conn.executemany(
                 "UPDATE inbox SET state = 'claimed', lease_owner = ?, lease_until = ?, "
                 "tries = tries + 1, updated_at = ? WHERE seq = ?",
-                [(owner, until, _iso(now), seq) for seq in seqs],
+                [(owner, until, iso(now), seq) for seq in seqs],
             )
             placeholders = ", ".join("?" * len(seqs))
             claimed = conn.execute(
-                f"{_SELECT} WHERE seq IN ({placeholders}) ORDER BY seq", seqs
+                f"{SELECT} WHERE seq IN ({placeholders}) ORDER BY seq", seqs
             ).fetchall()
-        return [_entry(r) for r in claimed]
+        return [read_entry(r) for r in claimed]
 
     def renew(self, owner: str, seqs: Iterable[int], lease_seconds: float) -> int:
         """Extend the leases `owner` still holds; returns how many it still holds."""
@@ -443,7 +247,7 @@ class Inbox:
         if not seqs:
             return 0
         now = self._clock()
-        until = _iso(now + timedelta(seconds=lease_seconds))
+        until = iso(now + timedelta(seconds=lease_seconds))
         with self._store.transaction() as conn:
             held = 0
             for seq in seqs:
@@ -457,7 +261,7 @@ class Inbox:
 
     def done(self, seq: int, owner: str, outcome: str, reason: str) -> bool:
         """Settled for good (processed, skipped, duplicate). False: the lease was lost."""
-        now = _iso(self._clock())
+        now = iso(self._clock())
         with self._store.transaction() as conn:
             cur = conn.execute(
                 "UPDATE inbox SET state = 'done', event = NULL, outcome = ?, last_reason = ?, "
@@ -515,12 +319,12 @@ class Inbox:
                 (
                     "given_up" if given_up else "pending",
                     attempts,
-                    _iso(now if given_up else due),
+                    iso(now if given_up else due),
                     reason,
                     error[:500],
                     versions if given_up else None,
-                    _iso(now) if given_up else None,
-                    _iso(now),
+                    iso(now) if given_up else None,
+                    iso(now),
                     seq,
                     owner,
                 ),
@@ -536,7 +340,7 @@ class Inbox:
     def release(self, owner: str, seqs: Iterable[int] | None = None) -> int:
         """Hand claims back (pending, due now) without counting a try as failed: a clean
         stop before the dispatch began."""
-        now = _iso(self._clock())
+        now = iso(self._clock())
         sql = (
             "UPDATE inbox SET state = 'pending', lease_owner = NULL, lease_until = NULL, "
             "tries = CASE WHEN tries > 0 THEN tries - 1 ELSE 0 END, due_at = ?, updated_at = ? "
@@ -557,10 +361,10 @@ class Inbox:
         the running versions and is never re-armed by them. Give-ups whose event cannot
         be read stay given up (nothing could be sent).
         """
-        now = _iso(self._clock())
+        now = iso(self._clock())
         with self._store.transaction() as conn:
             rows = conn.execute(
-                _SELECT + " WHERE state = 'given_up' AND gave_up_versions IS NOT NULL "
+                SELECT + " WHERE state = 'given_up' AND gave_up_versions IS NOT NULL "
                 "AND gave_up_versions != ? AND event IS NOT NULL ORDER BY seq",
                 (versions,),
             ).fetchall()
@@ -570,7 +374,7 @@ class Inbox:
                 "WHERE seq = ? AND state = 'given_up'",
                 [(now, now, now, r[0]) for r in rows],
             )
-        return [_entry(r) for r in rows]
+        return [read_entry(r) for r in rows]
 
     # -- the operator's side ------------------------------------------------------------
 
@@ -599,11 +403,11 @@ class Inbox:
             clauses.append("state = 'given_up'")
         if not clauses:
             return []
-        now = _iso(self._clock())
+        now = iso(self._clock())
         where = " AND ".join(clauses) + " AND state IN ('pending', 'given_up') "
         with self._store.transaction() as conn:
             rows = conn.execute(
-                _SELECT + " WHERE event IS NOT NULL AND " + where + "ORDER BY seq", params
+                SELECT + " WHERE event IS NOT NULL AND " + where + "ORDER BY seq", params
             ).fetchall()
             conn.executemany(
                 "UPDATE inbox SET state = 'pending', attempts = 0, due_at = ?, armed_at = ?, "
@@ -611,16 +415,16 @@ class Inbox:
                 "WHERE seq = ? AND state IN ('pending', 'given_up')",
                 [(now, now, now, r[0]) for r in rows],
             )
-        return [_entry(r) for r in rows]
+        return [read_entry(r) for r in rows]
 
     def drop(self, seq: int, reason: str) -> InboxEntry | None:
         """Settle a pending or given-up row as dropped by the operator (kept, recorded)."""
         if not _storable(seq):
             return None
-        now = _iso(self._clock())
+        now = iso(self._clock())
         with self._store.transaction() as conn:
             row = conn.execute(
-                _SELECT + " WHERE seq = ? AND state IN ('pending', 'given_up')", (seq,)
+                SELECT + " WHERE seq = ? AND state IN ('pending', 'given_up')", (seq,)
             ).fetchone()
             if row is None:
                 return None
@@ -630,7 +434,7 @@ class Inbox:
                 "WHERE seq = ? AND state IN ('pending', 'given_up')",
                 (reason[:500], now, now, seq),
             )
-        return _entry(row)
+        return read_entry(row)
 
     def prune(self, keep: timedelta = KEEP_SETTLED) -> int:
         """Forget settled rows (done, baseline) older than `keep`; returns how many.
@@ -639,7 +443,7 @@ class Inbox:
         makes after weeks (the poller re-reads minutes back, GitHub redelivers for days):
         the table stays bounded on a daemon that runs for months.
         """
-        cutoff = _iso(self._clock() - keep)
+        cutoff = iso(self._clock() - keep)
         with self._store.transaction() as conn:
             cur = conn.execute(
                 "DELETE FROM inbox WHERE state IN ('done', 'baseline') AND updated_at < ?",
@@ -652,12 +456,12 @@ class Inbox:
     def get(self, seq: int) -> InboxEntry | None:
         if not _storable(seq):
             return None
-        rows = self._store.query(_SELECT + " WHERE seq = ?", (seq,))
-        return _entry(rows[0]) if rows else None
+        rows = self._store.query(SELECT + " WHERE seq = ?", (seq,))
+        return read_entry(rows[0]) if rows else None
 
     def by_delivery(self, delivery_id: str) -> InboxEntry | None:
-        rows = self._store.query(_SELECT + " WHERE delivery_id = ?", (delivery_id,))
-        return _entry(rows[0]) if rows else None
+        rows = self._store.query(SELECT + " WHERE delivery_id = ?", (delivery_id,))
+        return read_entry(rows[0]) if rows else None
 
     def entries(
         self,
@@ -667,7 +471,7 @@ class Inbox:
         limit: int | None = None,
     ) -> list[InboxEntry]:
         """Rows in the given states, oldest first."""
-        sql = _SELECT + f" WHERE state IN ({', '.join('?' * len(states))})"
+        sql = SELECT + f" WHERE state IN ({', '.join('?' * len(states))})"
         params: list[Any] = list(states)
         if work_item is not None:
             sql += " AND work_item = ?"
@@ -676,7 +480,7 @@ class Inbox:
         if limit is not None:
             sql += " LIMIT ?"
             params.append(limit)
-        return [_entry(r) for r in self._store.query(sql, params)]
+        return [read_entry(r) for r in self._store.query(sql, params)]
 
     def count(
         self,
@@ -730,15 +534,15 @@ class Inbox:
         or re-armed by `retry`/`rearm`), with that moment: how long delivery has made no
         progress on it (`status` health). None when nothing is open."""
         rows = self._store.query(
-            _SELECT.replace(" FROM inbox", ", COALESCE(armed_at, received_at) FROM inbox")
+            SELECT.replace(" FROM inbox", ", COALESCE(armed_at, received_at) FROM inbox")
             + " WHERE state IN ('pending', 'claimed') "
             "ORDER BY COALESCE(armed_at, received_at), seq LIMIT 1"
         )
         if not rows:
             return None
-        entry = _entry(rows[0][:-1])
+        entry = read_entry(rows[0][:-1])
         try:
-            armed = _time(rows[0][-1]) or entry.received_at
+            armed = read_time(rows[0][-1]) or entry.received_at
         except (TypeError, ValueError):  # a damaged row: its received time stands
             armed = entry.received_at
         return entry, armed
@@ -746,7 +550,7 @@ class Inbox:
     def next_due(self) -> datetime | None:
         """When the earliest pending row falls due (the drain sleeps until then)."""
         rows = self._store.query("SELECT min(due_at) FROM inbox WHERE state = 'pending'")
-        return _time(rows[0][0]) if rows and rows[0][0] else None
+        return read_time(rows[0][0]) if rows and rows[0][0] else None
 
 
 _COUNT = "SELECT count(*) FROM inbox"
