@@ -26,6 +26,10 @@ PACKAGES: dict[str, list[str]] = {
     "loop-dispatch": ["loop-tmux"],
     "loop-cli": ["loop-envstate", "loop-tmux", "loop-dispatch"],
 }
+# In-repo packages a suite's tests use beyond those: loop-tmux's pytest plugin
+# (loop_tmux.testing: wait_for/wait_until, private tmux server, the fake) serves every
+# suite; loop-envstate itself still depends on nothing in the repo.
+TEST_PACKAGES: dict[str, list[str]] = {"loop-envstate": ["loop-tmux"]}
 
 nox.options.default_venv_backend = "uv|virtualenv"
 # The package matrix runs by default on the oldest and newest supported Pythons (the
@@ -111,7 +115,8 @@ def lint(session: nox.Session) -> None:
 @nox.parametrize("package", list(PACKAGES))
 def tests(session: nox.Session, package: str) -> None:
     """One package installed alone (plus its in-repo dependencies) into a fresh venv."""
-    session.install(*_local(*PACKAGES[package]), f"{ROOT / 'packages' / package}[test]")
+    local = [*PACKAGES[package], *TEST_PACKAGES.get(package, [])]
+    session.install(*_local(*local), f"{ROOT / 'packages' / package}[test]")
     session.run(
         "pytest",
         str(ROOT / "packages" / package / "tests"),

@@ -6,16 +6,12 @@ Keep each fixture small and documented; add new ones in their own section.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-
-from loop_tmux import Tmux
 
 HARNESS_DIR = Path(__file__).parent / "harness"
 # Test modules import integration_support (pytest runs in importlib mode).
@@ -29,6 +25,8 @@ FAKE_HARNESS = HARNESS_DIR / "fake_harness.py"
 
 
 # -- tmux on a private socket (loop-dispatch) ---------------------------------------------
+# `tmux_socket`, `tmux_server` and `new_tmux_socket` come from the loop_tmux.testing
+# plugin (installed with loop-tmux): a unique `-L` name whose server alone is killed.
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -38,25 +36,6 @@ def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
         yield
-
-
-@pytest.fixture
-def tmux_socket(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """A unique `tmux -L` socket name; its server (only it) is killed at teardown and
-    its socket file (only that exact path) removed: tmux 3.3a leaves it behind.
-
-    TMUX/TMUX_PANE are removed from the environment, so nothing started from the test
-    talks to the tmux server the tests happen to run under.
-    """
-    if shutil.which("tmux") is None:
-        pytest.skip("tmux is not installed")
-    monkeypatch.delenv("TMUX", raising=False)
-    monkeypatch.delenv("TMUX_PANE", raising=False)
-    name = f"loop-test-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    yield name
-    # A test that stopped the server resumes it in its own `finally`; should one not,
-    # kill_server answers False after its timeout and leaves the socket alone.
-    Tmux(socket_name=name, config_file="/dev/null").kill_server(timeout=15)
 
 
 @pytest.fixture
@@ -116,15 +95,7 @@ def pg_cluster():
 
 
 @pytest.fixture
-def extra_socket() -> Iterator[Callable[[], str]]:
+def extra_socket(new_tmux_socket: Callable[[], str]) -> Callable[[], str]:
     """Callable: a new unique private tmux socket name (one per extra host of a fleet
-    test); at teardown the server on each (only those) is killed."""
-    names: list[str] = []
-
-    def new() -> str:
-        names.append(f"loop-test-x-{os.getpid()}-{uuid.uuid4().hex[:8]}")
-        return names[-1]
-
-    yield new
-    for name in names:
-        Tmux(socket_name=name, config_file="/dev/null").kill_server(timeout=15)
+    test); at teardown the server on each (only those) is killed (loop_tmux.testing)."""
+    return new_tmux_socket

@@ -29,9 +29,9 @@ from typing import Any
 
 import httpx
 import yaml
-from integration_support import wait_for
 
 from loop_cli.webhook.verify import sign
+from loop_tmux.testing import wait_for
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "packages" / "loop-cli" / "tests"))
 from fakegithub import payloads

@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 import yaml
-from integration_support import wait_for
+
+from loop_tmux.testing import wait_for
 
 pytestmark = pytest.mark.tmux
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 from inbox_rig import Daemon, Rig
-from integration_support import wait_for
+
+from loop_tmux.testing import wait_for
 
 pytestmark = [pytest.mark.tmux, pytest.mark.slow]
 

@@ -13,10 +13,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from integration_support import harness_texts, wait_for
+from integration_support import harness_texts
 
 from loop_dispatch import EventLog, WorkItemRef
 from loop_tmux import Tmux
+from loop_tmux.testing import wait_for
 
 pytestmark = pytest.mark.tmux
 

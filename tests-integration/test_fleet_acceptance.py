@@ -29,7 +29,8 @@ from inbox_rig import (
     post,
     tally,
 )
-from integration_support import wait_for
+
+from loop_tmux.testing import wait_for
 
 pytestmark = [pytest.mark.tmux, pytest.mark.slow]
 

@@ -21,8 +21,9 @@ from pathlib import Path
 
 import pytest
 from inbox_rig import Rig, fleet_host, marker, pane_pids, tally
-from integration_support import wait_for
 from tcp_proxy import TcpProxy
+
+from loop_tmux.testing import wait_for
 
 pytestmark = [pytest.mark.tmux, pytest.mark.slow]
 

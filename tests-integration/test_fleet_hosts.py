@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 from inbox_rig import Rig, fleet_host, marker, order_violations, tally
-from integration_support import wait_for
 
 from loop_tmux import Presence, Tmux
+from loop_tmux.testing import wait_for
 
 pytestmark = [pytest.mark.tmux, pytest.mark.slow]
 

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 from inbox_rig import comment_body, fleet_host, marker, new_guid, post, tally
-from integration_support import wait_for
+
+from loop_tmux.testing import wait_for
 
 pytestmark = [pytest.mark.tmux, pytest.mark.slow]
 

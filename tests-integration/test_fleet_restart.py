@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 from inbox_rig import fleet_host, marker, pane_pids
-from integration_support import wait_for
+
+from loop_tmux.testing import wait_for
 
 pytestmark = [pytest.mark.tmux, pytest.mark.slow]
 

@@ -18,7 +18,6 @@ from typing import Any
 
 import httpx
 import pytest
-from integration_support import wait_for
 from test_github_webhook_and_poller import LABEL, REPO, SECRET, drain, messages, poll
 from test_github_webhook_and_poller import world as world
 
@@ -31,6 +30,7 @@ from loop_cli.webhook.app import create_app
 from loop_cli.webhook.seen import InboxAccept
 from loop_cli.webhook.verify import sign
 from loop_dispatch import WorkItemRef
+from loop_tmux.testing import wait_for
 
 pytestmark = pytest.mark.tmux
 

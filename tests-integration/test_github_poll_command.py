@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from integration_support import harness_texts, wait_for
+from integration_support import harness_texts
+
+from loop_tmux.testing import wait_for
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "packages" / "loop-cli" / "tests"))
 from fakegithub import FakeGitHub

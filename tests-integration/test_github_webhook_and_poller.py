@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
-from integration_support import harness_texts, poll_and_drain, wait_for
+from integration_support import harness_texts, poll_and_drain
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "packages" / "loop-cli" / "tests"))
 from fakegithub import FakeGitHub, served
@@ -26,6 +26,7 @@ from loop_cli.github.source import GitHubSource
 from loop_cli.webhook.app import create_app
 from loop_cli.webhook.seen import InboxAccept
 from loop_cli.webhook.verify import sign
+from loop_tmux.testing import wait_for
 
 HERE = Path(__file__).resolve().parent
 FAKE_HARNESS = HERE / "harness" / "fake_harness.py"

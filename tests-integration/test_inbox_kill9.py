@@ -30,7 +30,8 @@ from inbox_rig import (
     tally,
     wait_delivered,
 )
-from integration_support import wait_for
+
+from loop_tmux.testing import wait_for
 
 pytestmark = [pytest.mark.tmux, pytest.mark.slow]
 

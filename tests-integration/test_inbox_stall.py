@@ -40,10 +40,10 @@ from inbox_rig import (
     the_loop,
     wait_delivered,
 )
-from integration_support import wait_for
 
 from loop_dispatch import WorkItemRef
 from loop_tmux import Tmux
+from loop_tmux.testing import wait_for
 
 pytestmark = [pytest.mark.tmux, pytest.mark.slow]
 

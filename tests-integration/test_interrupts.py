@@ -17,10 +17,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from integration_support import wait_for
 
 from loop_dispatch import WorkItemRef
 from loop_dispatch.lock import lock_path
+from loop_tmux.testing import wait_for
 
 pytestmark = [
     pytest.mark.tmux,

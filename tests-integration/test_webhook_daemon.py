@@ -23,9 +23,10 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from integration_support import harness_texts, wait_for
+from integration_support import harness_texts
 
 from loop_cli.webhook.verify import sign
+from loop_tmux.testing import wait_for
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "packages" / "loop-cli" / "tests"))
 from fakegithub import payloads

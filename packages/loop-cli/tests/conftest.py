@@ -1,17 +1,15 @@
 """Fixtures for loop-cli's own tests: an isolated home, configs, a private tmux server.
 
-Every tmux server a test uses is private (`-L loop-test-cli-...`) and killed at teardown;
-TMUX/TMUX_PANE are removed so nothing can reach an operator's server.
+Every tmux server a test uses is private (`-L loop-test-...`, loop_tmux.testing's
+`tmux_socket` / `new_tmux_socket`) and killed at teardown; TMUX/TMUX_PANE are removed so
+nothing can reach an operator's server.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
-import time
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +18,7 @@ import pytest
 import yaml
 from click.testing import CliRunner, Result
 
-from loop_tmux import Tmux
+from loop_tmux.testing import wait_for
 
 sys.path.insert(0, str(Path(__file__).parent))
 import leakguard
@@ -105,23 +103,13 @@ def console(isolated: Path) -> Callable[..., subprocess.CompletedProcess[str]]:
 
 
 @pytest.fixture
-def tmux_socket() -> Iterator[str]:
-    """A private tmux socket name; its server (ours alone) is killed at teardown."""
-    if shutil.which("tmux") is None:
-        pytest.skip("tmux is not installed")
-    name = f"loop-test-cli-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    yield name
-    # Ends only this private server and removes the socket file tmux leaves behind.
-    Tmux(socket_name=name, config_file="/dev/null").kill_server()
-
-
-@pytest.fixture
-def write_config(isolated: Path) -> Iterator[Callable[..., Path]]:
+def write_config(isolated: Path, new_tmux_socket: Callable[[], str]) -> Callable[..., Path]:
     """Write a config file (dict -> YAML) and point $THE_LOOP_CONFIG at it.
 
-    A config that names no tmux socket gets a private one (killed at teardown): a test
-    that starts a session must never reach the default server of whoever runs it."""
-    private = f"loop-test-cli-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    A config that names no tmux socket gets a private one (loop_tmux.testing's, killed at
+    teardown): a test that starts a session must never reach the default server of whoever
+    runs it."""
+    private = new_tmux_socket()
 
     def write(data: dict[str, Any] | None = None, *, use_env: bool = True) -> Path:
         data = dict(data or {})
@@ -135,9 +123,7 @@ def write_config(isolated: Path) -> Iterator[Callable[..., Path]]:
             os.environ["THE_LOOP_CONFIG"] = str(path)
         return path
 
-    yield write
-    if shutil.which("tmux") is not None:
-        Tmux(socket_name=private, config_file="/dev/null").kill_server()
+    return write
 
 
 @pytest.fixture
@@ -152,17 +138,9 @@ def loop_config(write_config: Callable[..., Path], tmux_socket: str, isolated: P
     )
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float = 15.0, interval: float = 0.05) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value or time.monotonic() >= deadline:
-            return value
-        time.sleep(interval)
-
-
 @pytest.fixture
 def wait() -> Callable[..., Any]:
+    """loop_tmux.testing's wait_for: poll until truthy; the last value at the deadline."""
     return wait_for
 
 

@@ -1,9 +1,10 @@
 """Fixtures for loop-dispatch's tests: a private real tmux, the modelled fake tmux,
-a store, an event log, and the fake harness program (from tests-integration/harness)."""
+a store, an event log, and the fake harness program (from tests-integration/harness).
+
+The private server, the fake and `wait_until` come from the loop_tmux.testing plugin."""
 
 from __future__ import annotations
 
-import shutil
 import sys
 import uuid
 from collections.abc import Iterator
@@ -17,6 +18,7 @@ from loop_dispatch.model import Event, EventKind, WorkItemRef
 from loop_dispatch.pgcluster import Cluster, ClusterUnavailable, start_cluster
 from loop_dispatch.store import Store
 from loop_tmux import Tmux
+from loop_tmux.testing import fake_client, wait_until
 
 REPO = Path(__file__).resolve().parents[3]
 FAKE_HARNESS = REPO / "tests-integration" / "harness" / "fake_harness.py"
@@ -69,20 +71,13 @@ def events(tmp_path: Path) -> EventLog:
 
 
 @pytest.fixture
-def real_tmux(monkeypatch: pytest.MonkeyPatch) -> Iterator[Tmux]:
-    """A tmux server on a private socket; at teardown it (only it) is killed and its
-    socket file, which tmux 3.3a leaves behind, removed."""
-    if shutil.which("tmux") is None:
-        pytest.skip("tmux is not installed")
-    monkeypatch.delenv("TMUX", raising=False)
-    monkeypatch.delenv("TMUX_PANE", raising=False)
-    name = f"loop-test-{uuid.uuid4().hex[:10]}"
-    client = Tmux(socket_name=name, config_file="/dev/null", timeout=10.0, probe_timeout=3.0)
+def real_tmux(tmux_server: Tmux) -> Tmux:
+    """A tmux server on a private socket (loop_tmux.testing's `tmux_server`: at teardown
+    it, only it, is killed and its socket file, which tmux 3.3a leaves behind, removed)."""
     # A bystander session keeps the server up when a test kills an item's session (as in
     # a real fleet); otherwise the next command races the emptied server's exit.
-    assert client.spawn("bystander", ["sleep", "600"], "/").ok
-    yield client
-    client.kill_server(timeout=10)  # only this server, and only its own socket file
+    assert tmux_server.spawn("bystander", ["sleep", "600"], "/").ok
+    return tmux_server
 
 
 @pytest.fixture
@@ -127,15 +122,9 @@ class FakeTmuxKit:
     run during the dispatcher's survival window (e.g. to let a pane die there)."""
 
     def __init__(self, tmp_path: Path) -> None:
-        from loop_tmux.fake import FakeState, install_fake_tmux
-
-        state_path = tmp_path / "fake-tmux.json"
-        shim = install_fake_tmux(tmp_path / "fakebin", state_path)
-        self.state = FakeState(state_path)
         self.on_sleep: list = []
-        self.tmux = Tmux(
-            binary=str(shim),
-            socket_name="fake",
+        self.tmux, self.state = fake_client(
+            tmp_path,
             # Each call starts a Python process (~80 ms): 25x that, so a loaded box is
             # not UNKNOWN; the hang faults wait these out, so not more.
             timeout=3.0,
@@ -153,7 +142,6 @@ class FakeTmuxKit:
 
 @pytest.fixture
 def fake_tmux(tmp_path: Path) -> FakeTmuxKit:
-    pytest.importorskip("loop_tmux.fake")
     return FakeTmuxKit(tmp_path)
 
 
@@ -192,20 +180,6 @@ def read_conversation(directory: Path, conversation_id: str) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def wait_for(predicate, timeout: float = 15.0, interval: float = 0.05):
-    """Poll `predicate` until truthy (returned) or fail after `timeout` seconds."""
-    import time
-
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s")
-        time.sleep(interval)
-
-
 @pytest.fixture(name="read_conversation")
 def read_conversation_fixture():
     return read_conversation
@@ -213,4 +187,5 @@ def read_conversation_fixture():
 
 @pytest.fixture(name="wait_for")
 def wait_for_fixture():
-    return wait_for
+    """loop_tmux.testing's wait_until: poll until truthy (returned), or fail the test."""
+    return wait_until

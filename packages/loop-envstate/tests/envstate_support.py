@@ -5,11 +5,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+from loop_tmux.testing import wait_until
 
 CLI = [sys.executable, "-m", "loop_envstate"]
 Children = Callable[..., "subprocess.Popen[bytes]"]
@@ -35,16 +36,6 @@ def run_cli(
     )
 
 
-def wait_for(predicate: Callable[[], bool], what: str, timeout: float = DEADLINE) -> None:
-    """Poll briefly until predicate holds; fail naming what never happened."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.01)
-    pytest.fail(f"timed out waiting for {what}")
-
-
 def cmdline(pid: int) -> list[bytes]:
     try:
         raw = Path(f"/proc/{pid}/cmdline").read_bytes()
@@ -60,7 +51,7 @@ def wait_for_exec(pid: int, program: bytes) -> None:
         argv = cmdline(pid)
         return bool(argv) and argv[0].rsplit(b"/", 1)[-1] == program
 
-    wait_for(done, f"pid {pid} to become {program.decode()}")
+    wait_until(done, f"pid {pid} to become {program.decode()}", DEADLINE)
 
 
 def write_env(path: Path, text: str) -> Path:

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from envstate_support import Children, needs_proc, wait_for, wait_for_exec
+from envstate_support import DEADLINE, Children, needs_proc, wait_for_exec
 
 from loop_envstate import process_environ
 from loop_envstate.procenv import (
@@ -15,6 +15,7 @@ from loop_envstate.procenv import (
     read_proc_environ,
     read_psutil_environ,
 )
+from loop_tmux.testing import wait_until
 
 
 @needs_proc
@@ -55,7 +56,7 @@ def test_zombie_is_none_not_empty(children: Children) -> None:
         stat = Path(f"/proc/{child.pid}/stat").read_text()
         return stat.rsplit(")", 1)[1].split()[0] == "Z"
 
-    wait_for(is_zombie, "the child to exit unreaped")
+    wait_until(is_zombie, "the child to exit unreaped", DEADLINE)
     assert process_environ(child.pid) is None
 
 

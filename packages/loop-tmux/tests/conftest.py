@@ -1,22 +1,23 @@
-"""Fixtures: a Tmux on a private socket (its server killed in teardown), and a fake."""
+"""Fixtures: a Tmux on a private socket (its server killed in teardown), and a fake.
+
+The private server and the fake come from the loop_tmux.testing plugin; these are the
+names this suite has always used for them."""
 
 from __future__ import annotations
 
-import os
-import shutil
 import sys
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from loop_tmux_testlib import Recorder, tmux_out, wait_for
+from loop_tmux_testlib import Recorder, tmux_out
 
 from loop_tmux import Tmux
-from loop_tmux.fake import FakeState, install_fake_tmux
+from loop_tmux.fake import FakeState
+from loop_tmux.testing import wait_until
 
 PROGRAMS = Path(__file__).parent / "programs"
 
@@ -26,7 +27,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "loop-cli" / "tests
 import leakguard  # noqa: E402
 
 leakguard.register(globals())
-HAVE_TMUX = shutil.which("tmux") is not None
 
 
 @pytest.fixture(autouse=True)
@@ -37,13 +37,10 @@ def _no_outer_tmux(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def socket_name() -> Iterator[str]:
-    """A private socket name; its server is killed and its socket file removed afterwards."""
-    if not HAVE_TMUX:
-        pytest.skip("tmux is not installed")
-    name = f"loop-test-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    yield name
-    Tmux(socket_name=name, config_file="/dev/null").kill_server()
+def socket_name(tmux_socket: str) -> str:
+    """The private socket of loop_tmux.testing's `tmux_socket` (its server is killed and
+    its socket file removed afterwards)."""
+    return tmux_socket
 
 
 @pytest.fixture
@@ -57,7 +54,7 @@ def recorder(tmux: Tmux, tmp_path: Path) -> Callable[[str], Recorder]:
         path = tmp_path / f"{name}.bin"
         argv = [sys.executable, str(PROGRAMS / "record_stdin.py"), str(path)]
         assert tmux.spawn(name, argv, str(tmp_path)).ok
-        wait_for(
+        wait_until(
             lambda: "READY" in tmux_out(tmux, "capture-pane", "-p", "-t", f"={name}:"),
             what=f"{name} ready",
         )
@@ -67,9 +64,6 @@ def recorder(tmux: Tmux, tmp_path: Path) -> Callable[[str], Recorder]:
 
 
 @pytest.fixture
-def fake(tmp_path: Path) -> tuple[Tmux, FakeState]:
-    """A Tmux talking to the modelled fake, and the fake's state."""
-    state_path = tmp_path / "fake-state.json"
-    shim = install_fake_tmux(tmp_path / "bin", state_path)
-    client = Tmux(binary=str(shim), socket_name="fake", probe_timeout=1.5, timeout=5.0)
-    return client, FakeState(state_path)
+def fake(tmux_fake: tuple[Tmux, FakeState]) -> tuple[Tmux, FakeState]:
+    """A Tmux talking to the modelled fake, and the fake's state (loop_tmux.testing)."""
+    return tmux_fake

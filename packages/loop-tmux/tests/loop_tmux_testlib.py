@@ -5,27 +5,10 @@ from __future__ import annotations
 import shlex
 import subprocess
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
-
-import pytest
 
 from loop_tmux import Tmux
-
-T = TypeVar("T")
-
-
-def wait_for(predicate: Callable[[], T], timeout: float = 10.0, what: str = "") -> T:
-    """Poll ``predicate`` until truthy; fail the test with ``what`` after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what or predicate}")
-        time.sleep(0.02)
+from loop_tmux.testing import wait_until
 
 
 def tmux_out(tmux: Tmux, *args: str) -> str:
@@ -86,6 +69,6 @@ class Recorder:
         return self.path.read_bytes() if self.path.exists() else b""
 
     def wait_bytes(self, count: int, timeout: float = 15.0) -> bytes:
-        wait_for(lambda: len(self.data()) >= count, timeout, f"{count} bytes in {self.path}")
+        wait_until(lambda: len(self.data()) >= count, f"{count} bytes in {self.path}", timeout)
         time.sleep(0.1)  # anything beyond what we expect would show up now
         return self.data()

@@ -12,10 +12,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from loop_tmux_testlib import Recorder, environ_of, invocations, recording_tmux, tmux_out, wait_for
+from loop_tmux_testlib import Recorder, environ_of, invocations, recording_tmux, tmux_out
 
 from loop_tmux import Presence, Tmux
 from loop_tmux.paste import encode
+from loop_tmux.testing import wait_until
 
 pytestmark = pytest.mark.tmux
 
@@ -80,7 +81,7 @@ def test_deliver_to_absent_or_dead_is_session_missing(tmux: Tmux, tmp_path: Path
     none = tmux.deliver("loop-none", "hello")
     assert (none.ok, none.session_missing) == (False, True)
     assert tmux.spawn("loop-gone", ["true", "x"], tmp_path).ok
-    wait_for(lambda: tmux.probe("loop-gone") is Presence.DEAD, what="dead")
+    wait_until(lambda: tmux.probe("loop-gone") is Presence.DEAD, what="dead")
     dead = tmux.deliver("loop-gone", "hello")
     assert (dead.ok, dead.session_missing) == (False, True)
     # tmux 3.3a's server crashes when pasting into a dead pane: it must still be up.
@@ -105,7 +106,7 @@ def _attach(tmux: Tmux, name: str, *flags: str) -> int:
         argv = ["tmux", "-L", tmux.socket_name or "", "attach", *flags, "-t", f"={name}"]
         os.execvp("tmux", argv)
     threading.Thread(target=_drain, args=(fd,), daemon=True).start()
-    wait_for(lambda: tmux_out(tmux, "list-clients", "-F", "#{client_pid}").strip(), what="client")
+    wait_until(lambda: tmux_out(tmux, "list-clients", "-F", "#{client_pid}").strip(), what="client")
     return pid
 
 
@@ -144,7 +145,7 @@ def test_respawn_in_place_keeps_name_client_and_env(tmux: Tmux, tmp_path: Path) 
     argv = ["sh", "-c", f"{lines}; sleep 300"]
     first = tmux.spawn("loop-re", argv, tmp_path, {"LOOP_GEN": "one"})
     assert first.ok
-    wait_for(lambda: "old-line-59" in tmux_out(tmux, "capture-pane", "-p", "-t", "=loop-re:"))
+    wait_until(lambda: "old-line-59" in tmux_out(tmux, "capture-pane", "-p", "-t", "=loop-re:"))
     control = subprocess.Popen(
         ["tmux", "-L", tmux.socket_name or "", "-C", "attach", "-t", "=loop-re"],
         stdin=subprocess.PIPE,
@@ -152,7 +153,7 @@ def test_respawn_in_place_keeps_name_client_and_env(tmux: Tmux, tmp_path: Path) 
         stderr=subprocess.DEVNULL,
     )
     try:
-        wait_for(lambda: tmux_out(tmux, "list-clients", "-F", "#{client_session}").strip())
+        wait_until(lambda: tmux_out(tmux, "list-clients", "-F", "#{client_session}").strip())
         pane_id = tmux_out(tmux, "list-panes", "-t", "=loop-re:", "-F", "#{pane_id}").strip()
         in_history = tmux_out(tmux, "capture-pane", "-p", "-S", "-", "-E", "-1", "-t", "=loop-re:")
         on_screen = tmux_out(tmux, "capture-pane", "-p", "-t", "=loop-re:")
@@ -164,11 +165,11 @@ def test_respawn_in_place_keeps_name_client_and_env(tmux: Tmux, tmp_path: Path) 
         result = tmux.respawn("loop-re", newer, elsewhere, {"LOOP_GEN": "two", "LOOP_X": "x;"})
         assert result.ok
         assert result.error is None
-        pids = wait_for(lambda: tmux.pane_pids("loop-re"), what="new pid")
+        pids = wait_until(lambda: tmux.pane_pids("loop-re"), what="new pid")
         assert pids != [first.pid]
         (pid,) = pids
         cmdline = Path(f"/proc/{pid}/cmdline")
-        wait_for(lambda: cmdline.read_bytes().startswith(sys.executable.encode()), what="exec")
+        wait_until(lambda: cmdline.read_bytes().startswith(sys.executable.encode()), what="exec")
         env = environ_of(pid)
         assert (env["LOOP_GEN"], env["LOOP_X"]) == ("two", "x;")
         assert os.readlink(f"/proc/{pid}/cwd") == str(elsewhere)
@@ -201,7 +202,7 @@ def test_respawn_of_absent_session_is_session_missing(tmux: Tmux, tmp_path: Path
 
 def test_respawn_revives_a_dead_pane(tmux: Tmux, tmp_path: Path) -> None:
     assert tmux.spawn("loop-revive", ["true", "x"], tmp_path).ok
-    wait_for(lambda: tmux.probe("loop-revive") is Presence.DEAD, what="dead")
+    wait_until(lambda: tmux.probe("loop-revive") is Presence.DEAD, what="dead")
     assert tmux.respawn("loop-revive", ["sleep", "300"], tmp_path).ok
     assert tmux.probe("loop-revive") is Presence.LIVE
 

@@ -7,9 +7,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from loop_tmux_testlib import invocations, recording_tmux, running, tmux_out, wait_for
+from loop_tmux_testlib import invocations, recording_tmux, running, tmux_out
 
 from loop_tmux import Presence, Tmux
+from loop_tmux.testing import wait_until
 
 pytestmark = pytest.mark.tmux
 PROGRAMS = Path(__file__).parent / "programs"
@@ -35,7 +36,7 @@ def _counting_client(tmux: Tmux, tmp_path: Path) -> tuple[Tmux, Path]:
 def test_panes_of_200_sessions_cost_one_tmux_process(tmux: Tmux, tmp_path: Path) -> None:
     names = _make_sessions(tmux, 200)
     # The last panes forked may not have exec'd `sleep` yet (they would read "tmux").
-    wait_for(lambda: {p.command for p in tmux.panes()} == {"sleep"}, what="all exec'd")
+    wait_until(lambda: {p.command for p in tmux.panes()} == {"sleep"}, what="all exec'd")
     client, log = _counting_client(tmux, tmp_path)
     panes = client.panes()
     assert len(invocations(log)) == 1
@@ -48,7 +49,7 @@ def test_panes_of_200_sessions_cost_one_tmux_process(tmux: Tmux, tmp_path: Path)
 def test_survivors_waits_once_and_reads_once(tmux: Tmux, tmp_path: Path) -> None:
     names = _make_sessions(tmux, 30)
     assert tmux.spawn("loop-short", ["sh", "-c", "exit 3"], tmp_path).ok
-    wait_for(lambda: tmux.probe("loop-short") is Presence.DEAD, what="dead")
+    wait_until(lambda: tmux.probe("loop-short") is Presence.DEAD, what="dead")
     client, log = _counting_client(tmux, tmp_path)
     slept: list[float] = []
     verdict = client.survivors([*names, "loop-short", "loop-nowhere"], 0.25, sleep=slept.append)
@@ -75,7 +76,7 @@ def test_pane_pids_lists_live_panes_only(tmux: Tmux, tmp_path: Path) -> None:
         check=True,
         timeout=10,
     )
-    wait_for(lambda: "1" in tmux_out(tmux, "list-panes", "-t", "=loop-pp:", "-F", "#{pane_dead}"))
+    wait_until(lambda: "1" in tmux_out(tmux, "list-panes", "-t", "=loop-pp:", "-F", "#{pane_dead}"))
     assert tmux.pane_pids("loop-pp") == [first.pid]
     assert tmux.probe("loop-pp") is Presence.LIVE  # one live pane of two is LIVE
     dead = [p for p in tmux.panes() if p.session == "loop-pp" and p.dead]
@@ -85,7 +86,7 @@ def test_pane_pids_lists_live_panes_only(tmux: Tmux, tmp_path: Path) -> None:
 def test_terminate_keeps_the_pane_and_its_scrollback(tmux: Tmux, tmp_path: Path) -> None:
     argv = ["sh", "-c", "echo harness-said-this; exec sleep 300"]
     started = tmux.spawn("loop-term", argv, tmp_path)
-    wait_for(
+    wait_until(
         lambda: "harness-said-this" in tmux_out(tmux, "capture-pane", "-p", "-t", "=loop-term:")
     )
     assert tmux.terminate("loop-term", grace=5.0) is True
@@ -100,10 +101,10 @@ def test_terminate_escalates_to_sigkill_and_reaches_the_group(tmux: Tmux, tmp_pa
     child_file = tmp_path / "child.pid"
     argv = [sys.executable, str(PROGRAMS / "ignore_term.py"), str(child_file)]
     started = tmux.spawn("loop-stubborn", argv, tmp_path)
-    child = int(str(wait_for(lambda: child_file.exists() and child_file.read_text())))
+    child = int(str(wait_until(lambda: child_file.exists() and child_file.read_text())))
     assert tmux.terminate("loop-stubborn", grace=0.5) is True
     assert not running(started.pid or 0)
-    wait_for(lambda: not running(child), what="the harness's child gone with its group")
+    wait_until(lambda: not running(child), what="the harness's child gone with its group")
     assert tmux.probe("loop-stubborn") is Presence.DEAD
 
 

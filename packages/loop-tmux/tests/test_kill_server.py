@@ -9,9 +9,10 @@ import uuid
 from pathlib import Path
 
 import pytest
-from loop_tmux_testlib import invocations, recording_tmux, running, tmux_out, wait_for
+from loop_tmux_testlib import invocations, recording_tmux, running, tmux_out
 
 from loop_tmux import Presence, Tmux
+from loop_tmux.testing import wait_until
 
 pytestmark = pytest.mark.tmux
 
@@ -39,7 +40,7 @@ def test_kills_its_own_server_only_and_removes_the_socket(
         assert tmux.kill_server() is True
         assert not _socket_file(socket_name).exists()
         assert tmux.probe("loop-mine") is Presence.ABSENT
-        wait_for(lambda: not running(pid), what="the pane program gone")
+        wait_until(lambda: not running(pid), what="the pane program gone")
         assert bystander.probe("loop-other") is Presence.LIVE
     finally:
         bystander.kill_server()
@@ -94,7 +95,7 @@ def test_a_stopped_server_is_not_reported_killed(tmux: Tmux, tmp_path: Path) -> 
         os.kill(server, signal.SIGCONT)
     # The kill-server it was sent may still run on resume; either way this ends it.
     assert tmux.kill_server() is True
-    wait_for(lambda: not running(server), what="the server process gone")
+    wait_until(lambda: not running(server), what="the server process gone")
     assert not _socket_file(tmux.socket_name or "").exists()
 
 

@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from loop_tmux_testlib import wait_for
 
 from loop_tmux import PaneView, Tmux, TmuxUnavailable
+from loop_tmux.testing import wait_until
 
 pytestmark = pytest.mark.tmux
 
@@ -24,7 +24,7 @@ MAIN = "import time; print('plain screen', flush=True); time.sleep(60)"
 def test_alternate_screen_command_and_capture(tmux: Tmux, tmp_path: Path) -> None:
     assert tmux.spawn("plain", [sys.executable, "-c", MAIN], str(tmp_path)).ok
     assert tmux.spawn("full", [sys.executable, "-c", ALT], str(tmp_path)).ok
-    wait_for(
+    wait_until(
         lambda: "alternate" in (tmux.pane_view("full", capture=True).screen or ""),
         what="the alternate screen drawn",
     )
@@ -33,7 +33,9 @@ def test_alternate_screen_command_and_capture(tmux: Tmux, tmp_path: Path) -> Non
     assert not full.dead
     assert full.pid > 0
     assert full.command.startswith("python")
-    wait_for(lambda: "plain" in (tmux.pane_view("plain", capture=True).screen or ""), what="print")
+    wait_until(
+        lambda: "plain" in (tmux.pane_view("plain", capture=True).screen or ""), what="print"
+    )
     plain = tmux.pane_view("plain")
     assert not plain.alternate_on
     assert plain.screen is None  # no capture unless asked
@@ -44,7 +46,7 @@ def test_absent_dead_and_silent(tmux: Tmux, tmp_path: Path) -> None:
     assert tmux.spawn("keep", ["sleep", "60"], str(tmp_path)).ok
     assert tmux.pane_view("nothing-here") is None  # a server, not this session
     assert tmux.spawn("gone", ["true"], str(tmp_path)).ok
-    wait_for(lambda: tmux.pane_view("gone").dead, what="the pane dead")
+    wait_until(lambda: tmux.pane_view("gone").dead, what="the pane dead")
     silent = Tmux(binary=sys.executable, socket_name="x", probe_timeout=1.0)  # not tmux
     with pytest.raises(TmuxUnavailable):
         silent.pane_view("keep")
@@ -61,8 +63,8 @@ def test_pane_views_match_pane_view_across_batches(tmux: Tmux, tmp_path: Path) -
     for i, name in enumerate(names[:80]):
         assert tmux.spawn(name, _screen_program(f"screen of {i}"), str(tmp_path)).ok
     assert tmux.spawn("dead-one", ["true"], str(tmp_path)).ok
-    wait_for(lambda: tmux.pane_view("dead-one").dead, what="the pane dead")
-    wait_for(
+    wait_until(lambda: tmux.pane_view("dead-one").dead, what="the pane dead")
+    wait_until(
         lambda: all("screen of" in (v.screen or "") for v in _views(tmux, names[:80])),
         what="every screen drawn",
     )
@@ -91,7 +93,7 @@ def test_absent_sessions_cost_at_most_one_call_each(tmux: Tmux, tmp_path: Path) 
     names = [f"every-{i:02d}" for i in range(40)]
     for name in names[::2]:
         assert tmux.spawn(name, _screen_program(f"screen of {name}"), str(tmp_path)).ok
-    wait_for(
+    wait_until(
         lambda: all("screen of" in (v.screen or "") for v in _views(tmux, names[::2])),
         what="every screen drawn",
     )
@@ -109,7 +111,7 @@ def test_a_program_name_with_a_line_separator_reads_as_pane_view_reads_it(
     program = "import os; os.execv('/bin/sleep', ['odd\\rname\\u2028x', '60'])"
     assert tmux.spawn("odd", [sys.executable, "-c", program], str(tmp_path)).ok
     assert tmux.spawn("plain", ["sleep", "60"], str(tmp_path)).ok
-    wait_for(lambda: "odd" in tmux.pane_view("odd").command, what="the renamed program")
+    wait_until(lambda: "odd" in tmux.pane_view("odd").command, what="the renamed program")
     views = tmux.pane_views(["odd", "plain"], capture=True)
     assert views == {
         "odd": tmux.pane_view("odd", capture=True),
@@ -137,7 +139,7 @@ def test_a_screen_cannot_forge_another_sessions_view(tmux: Tmux, tmp_path: Path)
     forged = "loop-tmux-views-0000000000000000\t1\t1\t0\t4242\tforged"
     assert tmux.spawn("first", _screen_program(forged), str(tmp_path)).ok
     assert tmux.spawn("second", _screen_program("honest"), str(tmp_path)).ok
-    wait_for(
+    wait_until(
         lambda: "forged" in (tmux.pane_view("first", capture=True).screen or ""),
         what="the forged line drawn",
     )

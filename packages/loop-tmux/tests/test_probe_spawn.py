@@ -8,9 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from loop_tmux_testlib import environ_of, invocations, recording_tmux, tmux_out, wait_for
+from loop_tmux_testlib import environ_of, invocations, recording_tmux, tmux_out
 
 from loop_tmux import Presence, SpawnOutcome, Tmux, TmuxUnavailable
+from loop_tmux.testing import wait_until
 
 pytestmark = pytest.mark.tmux
 
@@ -83,7 +84,7 @@ def test_program_exiting_at_once_leaves_a_dead_session(tmux: Tmux, tmp_path: Pat
         def dead(n: str = name) -> bool:
             return tmux.probe(n) is Presence.DEAD
 
-        wait_for(dead, what=f"{name} dead")
+        wait_until(dead, what=f"{name} dead")
     scroll = tmux_out(tmux, "capture-pane", "-p", "-S", "-", "-t", "=loop-quick-0:")
     assert "said goodbye" in scroll
     assert tmux.pane_pids("loop-quick-0") == []
@@ -95,12 +96,12 @@ def test_spawn_over_live_kills_nothing(tmux: Tmux, tmp_path: Path) -> None:
     assert second.outcome is SpawnOutcome.OCCUPIED_LIVE
     assert "live" in (second.error or "")
     assert tmux.pane_pids("loop-occupied") == [first.pid]
-    wait_for(lambda: _cmdline(first.pid or 0) == ["sleep", "300"], what="first still runs")
+    wait_until(lambda: _cmdline(first.pid or 0) == ["sleep", "300"], what="first still runs")
 
 
 def test_spawn_over_dead_clears_it_first(tmux: Tmux, tmp_path: Path) -> None:
     assert tmux.spawn("loop-phoenix", ["true", "x"], tmp_path).ok
-    wait_for(lambda: tmux.probe("loop-phoenix") is Presence.DEAD, what="dead")
+    wait_until(lambda: tmux.probe("loop-phoenix") is Presence.DEAD, what="dead")
     result = tmux.spawn("loop-phoenix", ["sleep", "300"], tmp_path)
     assert result.outcome is SpawnOutcome.SPAWNED
     assert result.cleared
@@ -124,7 +125,7 @@ def test_argv_cwd_and_env_arrive_verbatim(tmux: Tmux, tmp_path: Path) -> None:
     assert result.ok, result.error
     pid = result.pid or 0
     # The pane pid is forked by the server and execs a moment later.
-    wait_for(lambda: _cmdline(pid) == argv, what="the pane's argv")
+    wait_until(lambda: _cmdline(pid) == argv, what="the pane's argv")
     assert os.readlink(f"/proc/{pid}/cwd") == str(odd_dir)
     seen = environ_of(pid)
     assert seen["LOOP_TEST_ONE"] == "v;1 $(x)"
@@ -137,7 +138,7 @@ def test_single_element_argv_runs_without_a_shell(tmux: Tmux, tmp_path: Path) ->
     weird = f"touch {marker}"
     result = tmux.spawn("loop-single", [weird], tmp_path)
     assert result.ok
-    wait_for(lambda: tmux.probe("loop-single") is Presence.DEAD, what="dead")
+    wait_until(lambda: tmux.probe("loop-single") is Presence.DEAD, what="dead")
     assert not marker.exists()
     ok = tmux.spawn("loop-single-2", [sys.executable], tmp_path)
     assert ok.ok
@@ -195,11 +196,11 @@ def test_spawn_clearing_the_only_dead_session_verifies_the_clear(
 ) -> None:
     for _ in range(8):
         assert tmux.spawn("loop-only", ["true", "x"], tmp_path).ok
-        wait_for(lambda: tmux.probe("loop-only") is Presence.DEAD, what="dead")
+        wait_until(lambda: tmux.probe("loop-only") is Presence.DEAD, what="dead")
         again = tmux.spawn("loop-only", ["true", "y"], tmp_path)
         assert again.outcome is SpawnOutcome.SPAWNED, again.error
         assert again.cleared
-        wait_for(lambda: tmux.probe("loop-only") is Presence.DEAD, what="dead again")
+        wait_until(lambda: tmux.probe("loop-only") is Presence.DEAD, what="dead again")
         assert tmux.kill("loop-only")
 
 

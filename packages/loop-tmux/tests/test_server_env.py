@@ -6,10 +6,11 @@ import os
 from pathlib import Path
 
 import pytest
-from loop_tmux_testlib import environ_of, tmux_out, wait_for
+from loop_tmux_testlib import environ_of, tmux_out
 
 from loop_tmux import Tmux, allowlisted
 from loop_tmux.environment import is_allowed
+from loop_tmux.testing import wait_until
 
 SECRET = "s3cr3t-value-never-in-a-pane"
 
@@ -45,7 +46,7 @@ def test_scrubbed_server_keeps_daemon_credentials_out_of_tmux_and_panes(
     assert "PATH" in glob
     assert SECRET not in glob.values()
     pid = tmux.pane_pids("loop-clean")[0]
-    pane = wait_for(lambda: environ_of(pid) or None, what="pane environ")
+    pane = wait_until(lambda: environ_of(pid) or None, what="pane environ")
     assert SECRET not in pane.values()
     assert "GITHUB_TOKEN" not in pane
     assert "THE_LOOP_WEBHOOK_SECRET" not in pane

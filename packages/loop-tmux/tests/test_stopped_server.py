@@ -8,9 +8,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from loop_tmux_testlib import Recorder, tmux_out, wait_for
+from loop_tmux_testlib import Recorder, tmux_out
 
 from loop_tmux import Presence, SpawnOutcome, Tmux, TmuxUnavailable
+from loop_tmux.testing import wait_until
 
 pytestmark = pytest.mark.tmux
 
@@ -21,7 +22,7 @@ def test_stopped_server_is_unknown_never_absent(
     rec = recorder("loop-busy")
     (harness,) = tmux.pane_pids("loop-busy")
     assert tmux.spawn("loop-done", ["true", "x"], tmp_path).ok
-    wait_for(lambda: tmux.probe("loop-done") is Presence.DEAD, what="dead")
+    wait_until(lambda: tmux.probe("loop-done") is Presence.DEAD, what="dead")
     server = int(tmux_out(tmux, "display-message", "-p", "#{pid}").strip())
     quick = Tmux(
         socket_name=tmux.socket_name, config_file="/dev/null", probe_timeout=0.4, timeout=0.6
@@ -82,7 +83,7 @@ def test_a_timed_out_action_may_still_run_when_the_server_resumes(
         assert "may still" in (result.error or "")
     finally:
         os.kill(server, signal.SIGCONT)
-    after = wait_for(
+    after = wait_until(
         lambda: tmux.pane_pids("loop-late") != [before] and tmux.pane_pids("loop-late")
     )
     assert after != [before]
