@@ -11,7 +11,7 @@ clears its stale sessions (`session.stale_ended`) and delivers nothing more into
 
 from __future__ import annotations
 
-import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -28,10 +28,9 @@ PER_ITEM = 4
 
 
 @pytest.fixture
-def second_socket() -> str:
-    name = f"loop-test-b-{uuid.uuid4().hex[:8]}"
-    yield name
-    Tmux(socket_name=name, config_file="/dev/null").kill_server(timeout=15)
+def second_socket(new_tmux_socket: Callable[[], str]) -> str:
+    """Host B's private server (loop_tmux.testing: killed at teardown, only it)."""
+    return new_tmux_socket()
 
 
 def _host(tmp: Path, socket: str, name: str, cluster, url: str, cap: int) -> Rig:
