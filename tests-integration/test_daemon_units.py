@@ -17,8 +17,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from integration_support import wait_for
 from loop_rig import Loop, cycled, the_loop
+
+from loop_tmux.testing import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 UNITS = sorted((ROOT / "docs" / "systemd").glob("*.service"))

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 from inbox_rig import Rig, pane_pids
-from integration_support import wait_for
+
+from loop_tmux.testing import wait_for
 
 pytestmark = pytest.mark.tmux
 

@@ -17,8 +17,9 @@ import time
 from pathlib import Path
 
 import pytest
-from integration_support import wait_for
 from loop_rig import Loop
+
+from loop_tmux.testing import wait_for
 
 pytestmark = pytest.mark.tmux
 

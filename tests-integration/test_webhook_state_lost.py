@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 from inbox_rig import Daemon, Rig, fleet_host
-from integration_support import wait_for
+
+from loop_tmux.testing import wait_for
 
 pytestmark = [pytest.mark.tmux, pytest.mark.slow]
 
