@@ -114,7 +114,8 @@ def lint(session: nox.Session) -> None:
 @nox.session(python=PYTHONS)
 @nox.parametrize("package", list(PACKAGES))
 def tests(session: nox.Session, package: str) -> None:
-    """One package installed alone (plus its in-repo dependencies) into a fresh venv."""
+    """One package installed alone (plus its in-repo dependencies, and TEST_PACKAGES for
+    its tests) into a fresh venv."""
     local = [*PACKAGES[package], *TEST_PACKAGES.get(package, [])]
     session.install(*_local(*local), f"{ROOT / 'packages' / package}[test]")
     session.run(
