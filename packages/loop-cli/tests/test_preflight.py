@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from other_user import nobody_prefix
 
 from loop_cli.config import Config, LoadedConfig
 from loop_cli.runtime import Runtime
@@ -371,8 +372,7 @@ def test_a_looser_state_is_tightened_with_one_warning(isolated, write_config) ->
 
 def test_another_user_gets_one_line_not_a_traceback(write_config, isolated) -> None:
     """The state is private: a user who is not its owner cannot read it, and is told so."""
-    if os.geteuid() != 0 or shutil.which("setpriv") is None:
-        pytest.skip("needs root and setpriv to run a command as another user")
+    nobody = nobody_prefix()
     shared = Path(tempfile.mkdtemp(prefix="loop-private-"))
     try:
         shared.chmod(0o755)
@@ -389,7 +389,6 @@ def test_another_user_gets_one_line_not_a_traceback(write_config, isolated) -> N
             check=False,
         )
         assert owner.returncode == 0, owner.stderr
-        nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
         other = subprocess.run(
             [*nobody, sys.executable, "-m", "loop_cli.main", "--config", str(config), "status"],
             env=env,

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from other_user import nobody_prefix
 
 HOLD_WRITE_LOCK = """
 import sqlite3, sys, time
@@ -91,10 +92,7 @@ def _reader_prefix() -> list[str]:
     """Run as a user who may not write the state: `nobody` when we are root."""
     if os.geteuid() != 0:
         return []
-    setpriv = shutil.which("setpriv")
-    if setpriv is None:
-        pytest.skip("running as root without setpriv: cannot run a command as another user")
-    return [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
+    return nobody_prefix()
 
 
 @pytest.fixture
