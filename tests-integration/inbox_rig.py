@@ -251,6 +251,29 @@ class Rig:
         for daemon in self.daemons:
             with contextlib.suppress(Exception):
                 daemon.stop()
+        self._await_fence_keepers()
+
+    def _await_fence_keepers(self) -> None:
+        """A stopped fleet worker's fence keeper guards its last deadline (at most one
+        lease) and then leaves by itself: wait for this rig's keepers to go, so none
+        outlives the test; one still there past the lease and a margin is killed."""
+        import psutil
+
+        lease = float(
+            (yaml.safe_load(self.config_path.read_text()).get("host") or {}).get(
+                "leaseSeconds", 30.0
+            )
+        )
+        mine = f"--socket-name {self.socket_name}"
+        keepers = []
+        for proc in psutil.process_iter(["cmdline"]):
+            line = " ".join(proc.info["cmdline"] or [])
+            if "loop_dispatch.fencekeeper" in line and mine in line:
+                keepers.append(proc)
+        _gone, alive = psutil.wait_procs(keepers, timeout=lease + 5.0)
+        for proc in alive:
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
 
     # -- the private tmux server ----------------------------------------------------------
 
