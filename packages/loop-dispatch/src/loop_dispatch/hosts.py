@@ -28,7 +28,17 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import DispatchError
 from .fence import TAKEOVER_MARGIN_SECONDS, LeaseFence
-from .inboxtable import CLAIMABLE, HEADS, SELECT, Clock, InboxEntry, iso, read_entry, utcnow
+from .inboxtable import (
+    CLAIMABLE,
+    HEADS,
+    SELECT,
+    Clock,
+    InboxEntry,
+    extend_leases,
+    iso,
+    read_entry,
+    utcnow,
+)
 from .procinfo import proc_start
 
 if TYPE_CHECKING:
@@ -437,15 +447,7 @@ class Hosts:
             return 0
         with self._store.transaction() as conn:
             until = iso(_db_now(conn, self._store, self._clock) + timedelta(seconds=lease_seconds))
-            held = 0
-            for seq in seqs:
-                cur = conn.execute(
-                    "UPDATE inbox SET lease_until = ? WHERE seq = ? AND state = 'claimed' "
-                    "AND lease_owner = ?",
-                    (until, seq, owner),
-                )
-                held += max(cur.rowcount, 0)
-        return held
+            return extend_leases(conn, seqs, owner, until)
 
     @staticmethod
     def _dead_owners(

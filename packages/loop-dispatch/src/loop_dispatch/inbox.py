@@ -35,6 +35,7 @@ from .inboxtable import (
     SELECT,
     Clock,
     InboxEntry,
+    extend_leases,
     iso,
     read_entry,
     read_time,
@@ -249,15 +250,7 @@ class Inbox:
         now = self._clock()
         until = iso(now + timedelta(seconds=lease_seconds))
         with self._store.transaction() as conn:
-            held = 0
-            for seq in seqs:
-                cur = conn.execute(
-                    "UPDATE inbox SET lease_until = ? WHERE seq = ? AND state = 'claimed' "
-                    "AND lease_owner = ?",
-                    (until, seq, owner),
-                )
-                held += max(cur.rowcount, 0)
-        return held
+            return extend_leases(conn, seqs, owner, until)
 
     def done(self, seq: int, owner: str, outcome: str, reason: str) -> bool:
         """Settled for good (processed, skipped, duplicate). False: the lease was lost."""

@@ -27,6 +27,7 @@ __all__ = [
     "SELECT",
     "Clock",
     "InboxEntry",
+    "extend_leases",
     "iso",
     "read_entry",
     "read_time",
@@ -136,6 +137,21 @@ class InboxEntry:
             "receivedAt": self.received_at.isoformat(),
             "settledAt": None if self.settled_at is None else self.settled_at.isoformat(),
         }
+
+
+def extend_leases(conn: Any, seqs: Sequence[int], owner: str, until: str) -> int:
+    """Move the lease of each row `owner` still holds to `until`; how many it held.
+    One statement shape for the inbox's and the fleet's renewals (the latter dates
+    `until` on the database's clock)."""
+    held = 0
+    for seq in seqs:
+        cur = conn.execute(
+            "UPDATE inbox SET lease_until = ? WHERE seq = ? AND state = 'claimed' "
+            "AND lease_owner = ?",
+            (until, seq, owner),
+        )
+        held += max(cur.rowcount, 0)
+    return held
 
 
 def read_time(text: str | None) -> datetime | None:
