@@ -6,10 +6,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from loop_tmux_testlib import wait_for
 
 from loop_tmux import Presence, Tmux
 from loop_tmux.fake import FakeState
+from loop_tmux.testing import wait_until
 
 Fake = tuple[Tmux, FakeState]
 
@@ -21,7 +21,7 @@ def test_observe_on_a_real_tmux(tmux: Tmux, tmp_path: Path) -> None:
     assert tmux.observe("loop-none").presence is Presence.ABSENT  # no server
     spawned = tmux.spawn("loop-obs", [sys.executable, "-c", PRINT], str(tmp_path), token="tok-1")
     assert spawned.ok
-    wait_for(
+    wait_until(
         lambda: "hello" in (tmux.observe("loop-obs", capture=True).view.screen or ""),  # type: ignore[union-attr]
         what="the print on the screen",
     )
@@ -33,7 +33,7 @@ def test_observe_on_a_real_tmux(tmux: Tmux, tmp_path: Path) -> None:
     assert tmux.observe("loop-obs").view.screen is None  # type: ignore[union-attr]
     assert tmux.observe("loop-none").presence is Presence.ABSENT  # a server, not this one
     assert tmux.spawn("loop-gone", ["true"], str(tmp_path)).ok
-    wait_for(lambda: tmux.observe("loop-gone").dead, what="the pane dead")
+    wait_until(lambda: tmux.observe("loop-gone").dead, what="the pane dead")
     gone = tmux.observe("loop-gone")
     assert (gone.presence, gone.token) == (Presence.DEAD, "")
     silent = Tmux(binary=sys.executable, socket_name="x", probe_timeout=1.0)  # not tmux
