@@ -472,6 +472,34 @@ def test_a_close_by_the_reporter_waits_for_the_turn_and_a_relabel_starts_again(
     assert starts(world) == 2
 
 
+def test_a_reopen_without_a_relabel_starts_nothing_by_the_poller(world) -> None:
+    """GitHub keeps labels on a closed issue, and its author may reopen it: a reporter's
+    close and reopen alone never start the agent again (only a label put on after the
+    close does), on the poller as on the webhook."""
+    fake: FakeGitHub = world["fake"]
+    poll(world)
+    ref = WorkItemRef("github", REPO, 1)
+    fake.open_issue(REPO, title="Reported", body="by the reporter", user="reporter")
+    fake.label(REPO, 1, LABEL)
+    assert poll(world).processed == 1
+    assert wait_for(lambda: starts(world) == 1)
+    fake.close(REPO, 1, by="reporter")
+    poll(world)
+    assert wait_for(lambda: not world["store"].registry.get(ref).active)
+    fake.reopen(REPO, 1)  # the label is still on: GitHub keeps it through the close
+    fake.tick(5)
+    for _ in range(2):
+        poll(world)
+    time.sleep(1.0)  # an opening would have spawned by now
+    assert starts(world) == 1
+    assert not world["store"].registry.get(ref).active
+    fake.unlabel(REPO, 1, LABEL)
+    fake.label(REPO, 1, LABEL)  # a maintainer's relabel: a new opening
+    fake.tick(5)
+    poll(world)
+    assert wait_for(lambda: starts(world) == 2)
+
+
 def test_by_the_poller_alone_a_relabel_after_a_close_starts_the_agent_again(world) -> None:
     """Issue 20 without a webhook: the poller sees the close (and who closed it) and,
     after a reopen and relabel, a new opening that starts the agent again, whether the

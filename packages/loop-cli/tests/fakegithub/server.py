@@ -108,7 +108,7 @@ class FakeRepo:
     # (subject kind "issues"|"pulls", comment id, content, user) in the order posted
     reactions: list[tuple[str, int, str, str]] = field(default_factory=list)
     # Issue events (GET /repos/o/r/issues/N/events): (number, event, label, created_at).
-    issue_events: list[tuple[int, str, str, datetime]] = field(default_factory=list)
+    issue_events: list[tuple[int, str, str | None, datetime]] = field(default_factory=list)
 
 
 class FakeGitHub:
@@ -270,6 +270,7 @@ class FakeGitHub:
             issue.updated_at = at
             issue.state_reason = "completed"
             issue.closed_by = by
+            repo.issue_events.append((number, "closed", None, at))
 
     def reopen(self, full_name: str, number: int) -> None:
         """Like GitHub: open again, `closed_at` cleared, `state_reason` "reopened"."""
@@ -281,6 +282,7 @@ class FakeGitHub:
             issue.closed_at = None
             issue.updated_at = at
             issue.state_reason = "reopened"
+            repo.issue_events.append((number, "reopened", None, at))
 
     def unlabel(self, full_name: str, number: int, label: str) -> None:
         repo = self.repo(full_name)
@@ -541,9 +543,10 @@ class FakeGitHub:
                     {
                         "id": k + 1,
                         "event": kind,
-                        "label": {"name": label},
                         "created_at": iso(at),
                         "actor": {"login": "someone"},
+                        # like GitHub: only (un)labeled events carry the label
+                        **({"label": {"name": label}} if label is not None else {}),
                     }
                     for k, (n, kind, label, at) in enumerate(repo.issue_events)
                     if n == number

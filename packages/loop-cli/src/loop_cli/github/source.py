@@ -330,7 +330,24 @@ class GitHubSource:
         # events; without it, the previous look bounds it (an extra comment of context
         # beats losing one written right after the label).
         since_look = _parse_time(old.polled_at)
-        label_times = {n: self._labeled_at(repository, n) for n in new_by_label}
+        # GitHub keeps labels on a closed issue: a reopen alone (which its author may do)
+        # brings it back labeled. Only a label put on after the last close opens it
+        # again; a reopened item GitHub cannot date a relabel for is left alone (and
+        # stays watched: a relabel seen later, after this look, opens it then). Only
+        # items listed as changed are asked, so an idle cycle costs nothing more.
+        relabel_check = (reopened & labeled & before) - new_by_label
+        history = {n: self._label_history(repository, n) for n in new_by_label | relabel_check}
+        for n in (new_by_label & reopened) | relabel_check:
+            put_on, closed_last = history[n]
+            relabeled = put_on is not None and (closed_last is None or put_on > closed_last)
+            if put_on is not None and n in relabel_check and since_look is not None:
+                relabeled = relabeled and put_on > since_look  # watched: only a new label
+            if relabeled:
+                new_by_label.add(n)
+            else:
+                new_by_label.discard(n)
+                del history[n]
+        label_times = {n: put_on for n, (put_on, _closed) in history.items()}
         labeled_at = {n: at or since_look for n, at in label_times.items()}
         cursor.polled_at = _iso(now)
         if changed or settling:
@@ -361,25 +378,35 @@ class GitHubSource:
             cursor.settle_until = None
         return result
 
-    def _labeled_at(self, repository: str, number: int) -> datetime | None:
-        """When the trigger label was last put on the item (its issue events: one call per
-        newly labeled item); None when GitHub cannot say (then the previous look is used)."""
+    def _label_history(
+        self, repository: str, number: int
+    ) -> tuple[datetime | None, datetime | None]:
+        """When the trigger label was last put on the item, and when it was last closed
+        (its issue events: one call per newly labeled item); None where GitHub cannot say
+        (for the label time, the previous look is then used)."""
         try:
             listing = self.github.list_all(
                 f"repos/{repository}/issues/{number}/events", {"per_page": PER_PAGE}
             )
         except GitHubError as exc:
             log.info("github: issue events of %s#%d unavailable: %s", repository, number, exc)
-            return None
-        moments = []
+            return None, None
+        labeled: list[datetime] = []
+        closed: list[datetime] = []
         for obj in listing.items:
-            if not isinstance(obj, dict) or obj.get("event") != "labeled":
+            if not isinstance(obj, dict):
                 continue
+            kind = obj.get("event")
             label = obj.get("label")
-            if isinstance(label, dict) and label.get("name") == self.trigger_label:
+            if kind == "labeled" and not (
+                isinstance(label, dict) and label.get("name") == self.trigger_label
+            ):
+                continue
+            if kind in ("labeled", "closed"):
                 with contextlib.suppress(ParseError):
-                    moments.append(parse_time(obj.get("created_at"), "issue event created_at"))
-        return max(moments, default=None)
+                    moment = parse_time(obj.get("created_at"), "issue event created_at")
+                    (labeled if kind == "labeled" else closed).append(moment)
+        return max(labeled, default=None), max(closed, default=None)
 
     def _issues(
         self, repository: str, cursor: RepoCursor, old: RepoCursor, result: _RepoResult
