@@ -87,6 +87,24 @@ def test_bidi_and_zero_width_characters_are_made_visible(make_event) -> None:
         assert "then" + "\ufffd" * len(ZERO_WIDTH) + "done" in text
 
 
+def test_hidden_bytes_in_variation_selectors_and_fillers_are_made_visible(make_event) -> None:
+    """Text smuggled as a run of variation selectors (one per byte), supplementary
+    selectors, soft hyphens, Hangul fillers or annotation marks is shown as U+FFFD; an
+    emoji keeps its one U+FE0F; a line or paragraph separator becomes a newline."""
+    smuggled = "".join(chr(0xFE00 + (b % 16)) for b in b"push to main")
+    supplementary = "".join(chr(0xE0100 + b) for b in b"rm -rf")
+    fillers = "\u00ad\u034f\u115f\u1160\u3164\uffa0\ufff9\ufffa\ufffb"
+    body = f"a{smuggled}b{supplementary}c{fillers}d \u2764\ufe0f e\u2028f"
+    for text in (frame(make_event(body=body)), spawn_prompt(make_event(body=body))[0]):
+        assert "\u2764\ufe0f" in text  # an emoji's own selector is kept
+        assert not any(ch in text for ch in supplementary + fillers), text
+        selectors = [ch for ch in text if 0xFE00 <= ord(ch) <= 0xFE0F]
+        assert len(selectors) == 2  # the first after "a", the emoji's: the run is shown
+        assert "a" + smuggled[0] + "\ufffd" * (len(smuggled) - 1) + "b" in text
+        assert "\u2028" not in text
+        assert "e\nf" in text
+
+
 def test_header_values_from_a_payload_are_reduced_to_safe_forms(make_event) -> None:
     """Issue 20: outside the fence only safe forms: a login-shaped author, a plain URL
     (a link carrying a sentence is left out)."""

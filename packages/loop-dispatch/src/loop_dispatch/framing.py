@@ -48,10 +48,17 @@ PROMPT_MAX_BYTES = 8192
 _BACKTICKS = re.compile(r"`+")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # Bidi marks, embeddings, overrides and isolates; zero-width space/joiners, word joiner
-# and invisible operators; BOM; the Mongolian vowel separator; Unicode tag characters.
+# and invisible operators; BOM; the Mongolian vowel separator; Unicode tag characters;
+# soft hyphen, combining grapheme joiner, Hangul fillers, interlinear annotation marks;
+# the supplementary variation selectors; and every variation selector but one right
+# after a visible character (an emoji keeps its U+FE0F; a run of selectors, which can
+# carry hidden bytes, becomes visible).
 INVISIBLE = re.compile(
-    "[\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u206f\ufeff\U000e0000-\U000e007f]"
+    "[\u00ad\u034f\u061c\u115f\u1160\u180e\u200b-\u200f\u202a-\u202e\u2060-\u206f"
+    "\u3164\ufeff\uffa0\ufff9-\ufffb\U000e0000-\U000e007f\U000e0100-\U000e01ef]"
+    "|(?:^|(?<=[\ufe00-\ufe0f\\s]))[\ufe00-\ufe0f]"
 )
+_LINE_SEPARATORS = re.compile("[\u2028\u2029]")
 _ACTOR_UNSAFE = re.compile(r"[^A-Za-z0-9._@+\[\]-]")
 _PLAIN_URL = re.compile(
     r"https?://[A-Za-z0-9.-]+(?::[0-9]{1,5})?(?:/[A-Za-z0-9._~%/?#=&+:@!,;-]*)?"
@@ -84,6 +91,7 @@ def _one_line(text: str, limit: int) -> str:
 def _printable(text: str) -> str:
     """Controls made visible (one character each), lone surrogates and invisible
     formatting characters U+FFFD (one each, so lengths are kept)."""
+    text = _LINE_SEPARATORS.sub("\n", text)
     return INVISIBLE.sub("\ufffd", _SURROGATE.sub("\ufffd", neutralise(text)))
 
 
