@@ -291,6 +291,10 @@ def test_a_token_as_a_variable_name_is_refused_and_never_printed(
         "ghu_abc123",
         "xoxb_123_456",
         "Zx9Kq2Lm7Np4Rs1Tv8Wy3Ab6",
+        "a3f9c2e81b7d4f60a9e2c5b8d1f7e403",  # openssl rand -hex 16
+        "MyWebhookSecret2024",
+        "AKIAIOSFODNN7EXAMPLE",
+        "glpat-abcdefghij0123456789",
     ],
 )
 def test_token_shapes_are_refused(run_cli, write_config, value) -> None:

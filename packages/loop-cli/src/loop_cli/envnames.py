@@ -17,7 +17,12 @@ __all__ = ["NOT_SHOWN", "is_env_name", "looks_like_token", "shown"]
 NOT_SHOWN = "<a token-shaped value, not shown>"
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Credential prefixes issued by GitHub, Slack, OpenAI/Anthropic and the like.
-_TOKEN_PREFIXES = ("ghp_", "gho_", "ghs_", "ghu_", "ghr_", "github_pat_", "xox", "sk-")
+_TOKEN_PREFIXES = (
+    *("ghp_", "gho_", "ghs_", "ghu_", "ghr_", "github_pat_", "xox", "xapp-", "sk-"),
+    *("glpat-", "glpat_", "AKIA", "ASIA", "AIza"),
+)
+_HEX_RUN = re.compile(r"[0-9a-fA-F]{24,}")  # `openssl rand -hex 16` and the like
+_MIXED_SHORT = 12  # a run this long mixing lower, upper and digits is a password
 _LONG = 20  # shorter strings are never judged by their entropy
 _ENTROPY_BITS = 3.5  # bits per character: random base62 is ~5.9, NAMES_LIKE_THIS ~3.3
 
@@ -38,13 +43,17 @@ def looks_like_token(text: str) -> bool:
 
 
 def _random_run(run: str) -> bool:
-    if len(run) < _LONG:
-        return False
     mixed = (
         any(c.islower() for c in run)
         and any(c.isupper() for c in run)
         and any(c.isdigit() for c in run)
     )
+    if mixed and len(run) >= _MIXED_SHORT:  # `MyWebhookSecret2024`: no NAME looks so
+        return True
+    if _HEX_RUN.fullmatch(run) and any(c.isdigit() for c in run) and not run.isdigit():
+        return True
+    if len(run) < _LONG:
+        return False
     if mixed and _entropy(run) >= _ENTROPY_BITS:
         return True
     # A long hex or lower-case key (classic 40-hex tokens): letters and digits, no words.

@@ -9,6 +9,7 @@ import getpass
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .envnames import shown
 from .errors import OperationalError, UsageError
 from .fleet import ABSENT, DEAD, LIVE, read_fleet
 
@@ -173,7 +174,7 @@ def _require_open_on_github(rt: Runtime, ref: WorkItemRef) -> None:
     if not token:
         raise UsageError(
             f"cannot check {ref} on GitHub: the token variable github.tokenEnv="
-            f"{gh.token_env} is not set in this environment"
+            f"{shown(gh.token_env)} is not set in this environment"
         )
     client = GitHubClient(token, gh.api_url)
     path = f"/repos/{ref.project}/issues/{ref.number}"
