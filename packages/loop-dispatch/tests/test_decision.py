@@ -138,6 +138,16 @@ ROWS = [
         Settle(Reason.PROBE_UNKNOWN),
     ),
     ("re-probe absent: prepare", replace(MISSING, missing_then=ABSENT), PrepareRespawn()),
+    (
+        "re-probe absent, may not spawn (CI, a closing): never revived",
+        replace(MISSING, missing_then=ABSENT, spawns=False),
+        Settle(Reason.NOT_TAKEN_ON),
+    ),
+    (
+        "a session to bring back, may not spawn: never revived",
+        replace(ACTIVE, reopened=True, spawns=False),
+        Settle(Reason.NOT_TAKEN_ON),
+    ),
     ("re-probe dead: prepare", replace(MISSING, missing_then=DEAD), PrepareRespawn()),
     (
         "no worktree",

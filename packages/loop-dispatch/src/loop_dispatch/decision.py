@@ -258,6 +258,8 @@ def _respawn(f: Facts) -> Action:
     """After a paste found the session missing and the re-probe did not find it live."""
     if f.missing_then is Presence.UNKNOWN:
         return Settle(Reason.PROBE_UNKNOWN)
+    if not f.spawns:  # a CI result or a closing never brings a dead agent back either
+        return Settle(Reason.NOT_TAKEN_ON)
     if not f.prepared:
         return PrepareRespawn()
     if f.spawned is Spawn.NO_WORKSPACE:
