@@ -39,8 +39,13 @@ for dist in md.distributions():
         dists[dname] = {"version": dist.version, "url": url}
 top = importlib.import_module(module)
 imported = [module]
+# A pytest plugin the package registers (pytest11) is loaded by pytest alone, which
+# brings pytest with it: it is not imported here, where pytest is not installed.
+plugins = sorted(
+    ep.value.split(":")[0] for ep in md.distribution(name).entry_points if ep.group == "pytest11"
+)
 for info in pkgutil.walk_packages(top.__path__, module + "."):
-    if info.name.rsplit(".", 1)[-1] != "__main__":
+    if info.name.rsplit(".", 1)[-1] != "__main__" and info.name not in plugins:
         importlib.import_module(info.name)
         imported.append(info.name)
 scripts = sorted(
@@ -48,7 +53,7 @@ scripts = sorted(
 )
 version = getattr(top, "__version__", None)
 print(json.dumps({"dists": dists, "file": top.__file__, "version": version,
-                  "imported": imported, "scripts": scripts}))
+                  "imported": imported, "scripts": scripts, "plugins": plugins}))
 """
 
 
@@ -111,9 +116,12 @@ def smoke(dist: Path, packages: dict[str, Package], name: str, workdir: Path) ->
     if probe["version"] != str(package.version):
         problems.append(f"{package.module}.__version__ is {probe['version']!r}")
     lines = [f"{name}: {len(probe['imported'])} modules import with only {', '.join(needed)}"]
+    if probe["plugins"]:
+        lines.append(f"{name}: pytest plugin(s) left to pytest: {', '.join(probe['plugins'])}")
     for script in probe["scripts"]:
         exe = workdir / name / "bin" / script
-        answer = _run([str(exe), "--version"], workdir).strip()
+        # The first line names the script's own version (the-loop's lists the rest below).
+        answer = (_run([str(exe), "--version"], workdir).strip().splitlines() or [""])[0]
         if answer != f"{script} {package.version}":
             problems.append(f"`{script} --version` said {answer!r}")
         lines.append(f"{name}: `{script} --version` -> {answer}")
