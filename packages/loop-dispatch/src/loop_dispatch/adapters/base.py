@@ -95,7 +95,7 @@ class HarnessAdapter(Protocol):
 
     def readiness(self, view: PaneView) -> Readiness: ...
 
-    def activity(self, view: PaneView) -> str: ...
+    def activity(self, view: PaneView, conversation_id: str | None = None) -> str: ...
 
     def resumable(self, conversation_id: str) -> bool: ...
 
@@ -127,9 +127,11 @@ class VerifiedAdapter:
     def readiness(self, view: PaneView) -> Readiness:
         return Readiness(READY)
 
-    def activity(self, view: PaneView) -> str:
-        """ "busy" (mid-turn), "idle", or "unknown" when the adapter cannot read it (the
-        dispatcher then watches whether the screen changes)."""
+    def activity(self, view: PaneView, conversation_id: str | None = None) -> str:
+        """ "busy" (mid-turn), "idle" (its turn ended, nothing after it), "blocked" (on a
+        dialog), or "unknown" when the adapter cannot read it (the dispatcher then
+        watches whether the screen changes). `conversation_id` lets an adapter read the
+        harness's own files, the structural evidence, before the screen."""
         return "unknown"
 
     def resumable(self, conversation_id: str) -> bool:
@@ -197,7 +199,7 @@ class CliAdapter(VerifiedAdapter):
             return {}
         return {self.state_env: str(self._state_dir)}
 
-    def activity(self, view: PaneView) -> str:
+    def activity(self, view: PaneView, conversation_id: str | None = None) -> str:
         """Busy while the CLI offers to interrupt its turn (Claude Code 2.1.332 draws
         "esc to interrupt"); without the marker, "unknown": the dispatcher then watches
         the screen, so a CLI version that words it otherwise is never ended mid-turn
