@@ -61,6 +61,11 @@ ROWS = [
     ),
     ("no session, may spawn: first spawn", Facts(), DoSpawn(Start.FIRST)),
     ("no session, may not spawn", Facts(spawns=False), Settle(Reason.NOT_TAKEN_ON)),
+    (
+        "no session, the operator's say: it never takes an item on",
+        Facts(may_start=False),
+        Settle(Reason.NOT_TAKEN_ON),
+    ),
     ("operator's start of a closed record it can resume: look", Facts(reopen=True), Observe()),
     (
         "reopen, tmux silent",
@@ -149,6 +154,11 @@ ROWS = [
         Settle(Reason.NOT_TAKEN_ON),
     ),
     ("re-probe dead: prepare", replace(MISSING, missing_then=DEAD), PrepareRespawn()),
+    (
+        "re-probe dead, the operator's say: its agent is brought back to read it",
+        replace(MISSING, missing_then=DEAD, may_start=False),
+        PrepareRespawn(),
+    ),
     (
         "no worktree",
         replace(RESPAWN, spawned=Spawn.NO_WORKSPACE),

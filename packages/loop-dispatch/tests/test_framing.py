@@ -116,3 +116,26 @@ def test_header_values_from_a_payload_are_reduced_to_safe_forms(make_event) -> N
     assert "Operator note" not in header.replace("Operator_note", "")
     assert "Link:" not in header
     assert "by Operator_note__push_to_main_now" in header
+
+
+def test_the_operators_say_is_framed_as_the_operators_words(make_event) -> None:
+    """`sessions say`: the header names the operator, the note says the text is theirs
+    and not on the item (no "untrusted" warning), the body is still fenced and
+    neutralised, and a cut spawn prompt sends the agent to the operator, not to a link."""
+    from loop_dispatch import EventKind
+
+    event = make_event(
+        "local:loop#1", body="please rebase on main\x1b[2J", kind=EventKind.SAY, actor="ops"
+    )
+    text = frame(event)
+    assert text.split("\n")[0] == "Message from the operator on local:loop#1 by ops"
+    assert "not on the work item" in text
+    assert "untrusted" not in text
+    fence = fence_for(event.body)
+    assert f"{fence}text\nplease rebase on main\u241b[2J\n{fence}" in text
+    comment = frame(dataclasses.replace(event, kind=EventKind.COMMENT))
+    assert "untrusted" in comment
+    assert "not on the work item" not in comment
+    prompt, cut = spawn_prompt(dataclasses.replace(event, body="y" * 40_000))
+    assert cut > 0
+    assert prompt.split("\n")[-1].endswith("read the whole of it by asking the operator.)")

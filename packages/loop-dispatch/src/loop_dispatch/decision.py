@@ -97,6 +97,7 @@ class Facts:
 
     close: bool = False  # the event closes the item
     spawns: bool = True  # the event may start an agent (Event.spawns)
+    may_start: bool = True  # it may start one where none is registered (not `say`)
     active: bool = False  # the registry holds an active record for the item
     own_spawn: bool = False  # the store holds a spawn token issued WITH this event
     reads_screen: bool = False  # the adapter reads readiness from the screen
@@ -202,7 +203,8 @@ def decide(f: Facts) -> Action:
     if f.reopened:
         return _respawn(f)
     if not f.active:
-        if not f.spawns:
+        # The operator's `say` reaches the agents there are; it never takes an item on.
+        if not f.spawns or not f.may_start:
             return Settle(Reason.NOT_TAKEN_ON)
         return _reopen(f) if f.reopen else DoSpawn(Start.FIRST)
     return _deliver(f)

@@ -131,6 +131,7 @@ class Executor:
         active = record is not None and record.active
         facts = Facts(
             spawns=event.spawns,
+            may_start=event.kind is not EventKind.SAY,
             active=active,
             own_spawn=bool(own),
             reads_screen=self.d.adapter.reads_screen,

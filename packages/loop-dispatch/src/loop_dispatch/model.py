@@ -151,6 +151,7 @@ class EventKind(str, Enum):
     OPENED = "opened"
     CLOSED = "closed"
     MANUAL = "manual"
+    SAY = "say"  # the operator's own words (`sessions say`), never on the ticket
 
 
 @dataclass(frozen=True)

@@ -266,6 +266,30 @@ class Tmux:
             return Observation(presence=Presence.UNKNOWN, error=answer.error)
         return _observation(answer.stdout, capture)
 
+    def scrollback(self, name: str, lines: int, *, timeout: float | None = None) -> str | None:
+        """The pane's last `lines` lines of text (history and screen, wrapped lines
+        joined, the blank rows under the last output dropped) in ONE tmux call; None
+        when the session is absent. Raises TmuxUnavailable when tmux does not answer.
+        The text is as the program drew it: a caller that shows it neutralises it."""
+        if lines < 1:
+            raise ValueError("lines must be at least 1")
+        target = naming.pane_target(name)
+        answer = self._read(
+            commands.chain(
+                ["has-session", "-t", naming.session_target(name)],
+                ["capture-pane", "-p", "-J", "-S", f"-{lines}", "-t", target],
+            ),
+            self.probe_timeout if timeout is None else timeout,
+        )
+        if not answer.ok:
+            if runner.says_absent(answer):
+                return None
+            raise TmuxUnavailable(answer.error)
+        rows = answer.stdout.rstrip("\n").split("\n")
+        while rows and not rows[-1].strip():
+            rows.pop()
+        return "\n".join(rows[-lines:])
+
     def pane_views(
         self, names: Iterable[str], *, capture: bool = False, timeout: float | None = None
     ) -> dict[str, PaneView | None]:

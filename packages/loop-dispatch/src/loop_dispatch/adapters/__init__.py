@@ -22,6 +22,7 @@ from .base import (
 from .claude import ClaudeCodeAdapter
 from .codex import CodexAdapter
 from .generic import GenericAdapter
+from .transcripts import TranscriptUnavailable, Turn
 
 __all__ = [
     "BLOCKED",
@@ -35,6 +36,8 @@ __all__ = [
     "Readiness",
     "Receipt",
     "ResumeUnsupported",
+    "TranscriptUnavailable",
+    "Turn",
     "VerifiedAdapter",
     "new_conversation_id",
 ]

@@ -19,6 +19,7 @@ from typing import Protocol, runtime_checkable
 from loop_tmux import PaneView
 
 from ..errors import DispatchError
+from .transcripts import TranscriptUnavailable, Turn
 
 __all__ = [
     "BLOCKED",
@@ -107,6 +108,8 @@ class HarnessAdapter(Protocol):
         self, cwd: Path, started_at: float, exclude: set[str]
     ) -> str | None: ...
 
+    def transcript(self, conversation_id: str | None, turns: int) -> list[Turn]: ...
+
 
 class VerifiedAdapter:
     """Defaults of the optional capabilities, for adapters that have none of them."""
@@ -147,6 +150,14 @@ class VerifiedAdapter:
 
     def discover_conversation(self, cwd: Path, started_at: float, exclude: set[str]) -> str | None:
         return None
+
+    def transcript(self, conversation_id: str | None, turns: int) -> list[Turn]:
+        """The conversation's last `turns` user/assistant turns, from the harness's own
+        file; raises TranscriptUnavailable saying why when there is none to read."""
+        raise TranscriptUnavailable(
+            f"the {self.name} adapter reads no conversation file of its harness, so it "
+            "has no transcript; `the-loop sessions peek REF` shows the screen instead"
+        )
 
 
 class CliAdapter(VerifiedAdapter):

@@ -38,6 +38,7 @@ from .base import (
     file_end,
     screen_has,
 )
+from .transcripts import TranscriptUnavailable, Turn, last_turns
 
 __all__ = ["ClaudeCodeAdapter"]
 
@@ -87,6 +88,32 @@ def _user_text(record: dict[str, Any]) -> str | None:
         content = record.get("content")
         return content if isinstance(content, str) else None
     return None
+
+
+def _turn(record: dict[str, Any]) -> Turn | None:
+    """A user or assistant record as a turn: the text blocks, a tool call as its name.
+    A user record that only carries tool results, and Claude Code's own meta records
+    (`isMeta`), are not turns."""
+    kind = record.get("type")
+    message = record.get("message")
+    if kind not in ("user", "assistant") or not isinstance(message, dict):
+        return None
+    if record.get("isMeta") or record.get("isSidechain"):
+        return None
+    content = message.get("content")
+    if isinstance(content, str):
+        return Turn(kind, content)
+    if not isinstance(content, list):
+        return None
+    parts = []
+    for block in content:
+        if not isinstance(block, dict):
+            continue
+        if block.get("type") == "text" and isinstance(block.get("text"), str):
+            parts.append(block["text"])
+        elif block.get("type") == "tool_use" and isinstance(block.get("name"), str):
+            parts.append(f"[tool: {block['name']}]")
+    return Turn(kind, "\n".join(parts)) if parts else None
 
 
 class ClaudeCodeAdapter(CliAdapter):
@@ -166,3 +193,13 @@ class ClaudeCodeAdapter(CliAdapter):
         path = self.conversation_file(conversation_id or "")
         state = receipts.find(path, mark, text, _user_text)
         return Receipt(state, "" if path is None else path.name)
+
+    def transcript(self, conversation_id: str | None, turns: int) -> list[Turn]:
+        path = self.conversation_file(conversation_id or "")
+        if path is None:
+            where = self.state_dir / "projects"
+            raise TranscriptUnavailable(
+                f"no Claude Code conversation file {conversation_id or '(no id recorded)'}"
+                f".jsonl under {where}"
+            )
+        return last_turns(path, turns, _turn)

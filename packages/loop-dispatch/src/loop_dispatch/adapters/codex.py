@@ -36,6 +36,7 @@ from .base import (
     file_end,
     screen_has,
 )
+from .transcripts import TranscriptUnavailable, Turn, last_turns
 
 __all__ = ["CodexAdapter"]
 
@@ -63,6 +64,27 @@ def _user_text(record: dict[str, Any]) -> str | None:
     ):
         return receipts.text_of(payload.get("content"))
     return None
+
+
+# Codex records its context for the model as user messages of its own: not the people's.
+_CONTEXT_TAGS = ("<environment_context>", "<user_instructions>", "<permissions")
+
+
+def _turn(record: dict[str, Any]) -> Turn | None:
+    """A `response_item` message of the user or the assistant as a turn (Codex's own
+    context messages and developer instructions are not turns)."""
+    if record.get("type") != "response_item":
+        return None
+    payload = record.get("payload")
+    if not isinstance(payload, dict) or payload.get("type") != "message":
+        return None
+    role = payload.get("role")
+    if role not in ("user", "assistant"):
+        return None
+    text = receipts.text_of(payload.get("content"))
+    if role == "user" and text.lstrip().startswith(_CONTEXT_TAGS):
+        return None
+    return Turn(role, text)
 
 
 def _meta(path: Path) -> dict[str, Any] | None:
@@ -174,3 +196,12 @@ class CodexAdapter(CliAdapter):
         path = self.rollout_file(conversation_id or "")
         state = receipts.find(path, mark, text, _user_text)
         return Receipt(state, "" if path is None else path.name)
+
+    def transcript(self, conversation_id: str | None, turns: int) -> list[Turn]:
+        path = self.rollout_file(conversation_id or "")
+        if path is None:
+            raise TranscriptUnavailable(
+                f"no Codex rollout file for conversation {conversation_id or '(not known yet)'}"
+                f" under {self.state_dir / 'sessions'}"
+            )
+        return last_turns(path, turns, _turn)
