@@ -48,10 +48,14 @@ class Loop:
             PYTHONUNBUFFERED="1",
         )
 
-    def run(self, *args: str, codes: tuple[int, ...] = (0, 1)) -> subprocess.CompletedProcess[str]:
-        """`the-loop ARGS...`; an exit code outside `codes` fails the test."""
+    def run(
+        self, *args: str, codes: tuple[int, ...] = (0, 1), input: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """`the-loop ARGS...` (`input` on its stdin); an exit code outside `codes` fails
+        the test."""
         done = subprocess.run(
             [sys.executable, "-m", "loop_cli.main", *args],
+            input=input,
             capture_output=True,
             text=True,
             env=self.env,

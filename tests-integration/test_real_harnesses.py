@@ -28,6 +28,7 @@ from loop_dispatch import Dispatcher, Event, EventKind, EventLog, PollBatch, Sto
 from loop_dispatch.adapters import ClaudeCodeAdapter, CodexAdapter
 from loop_dispatch.launch import LaunchSpec
 from loop_tmux import Tmux
+from loop_tmux.testing import wait_for
 
 pytestmark = pytest.mark.tmux
 
@@ -261,6 +262,19 @@ def test_kill9_then_a_comment_resumes_the_same_conversation(rig_for, kind) -> No
     respawned = rig.log("session.respawned")
     assert respawned
     assert respawned[-1]["detail"]["resumed"] is True
+
+    # `sessions peek --transcript` reads the same conversation from the CLI's own file:
+    # both tickets' texts as user turns, in order, and the model's replies between them.
+    def answered() -> list | None:
+        found = rig.adapter.transcript(conversation, 10)
+        done = found and found[-1].role == "assistant" and any(later in t.text for t in found)
+        return found if done else None
+
+    turns = wait_for(answered, timeout=30)
+    assert turns, f"no transcript with the reply to the comment after kill -9 ({kind})"
+    users = [t.text for t in turns if t.role == "user"]
+    assert [opening in users[0], later in users[-1]] == [True, True], users
+    assert all("Noted." in t.text for t in turns if t.role == "assistant"), turns
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -153,6 +153,8 @@ def test_docs_list_every_json_field_a_command_emits(run_cli, loop_config) -> Non
     sections["the-loop sessions stop"] = sections["the-loop sessions start / stop"]
     runs["the-loop sessions stop"] = ("sessions", "stop", "local:loop#1")
     runs["the-loop sessions start"] = ("sessions", "start", "local:loop#1")
+    runs["the-loop sessions say"] = ("sessions", "say", "local:loop#1", "hi", "--wait", "0.1")
+    runs["the-loop sessions peek"] = ("sessions", "peek", "local:loop#1", "-n", "5")
     runs["the-loop item close"] = ("item", "close", "local:loop#1")  # last: no session after
     seen: dict[str, set[str]] = {}
     for section, args in runs.items():

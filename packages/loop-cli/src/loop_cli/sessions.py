@@ -120,7 +120,7 @@ def start(rt: Runtime, ref: WorkItemRef) -> dict[str, Any]:
     if opening is not None:
         outcome = rt.dispatcher.dispatch(opening)
     else:
-        actor = _user()
+        actor = operator_name()
         outcome = rt.dispatcher.start(ref, START_PROMPT.format(actor=actor), actor=actor)
     record = rt.store.registry.get(ref)
     row = {
@@ -294,8 +294,9 @@ def apply_reset(rt: Runtime, plan: ResetPlan) -> dict[str, Any]:
     return {"ref": str(plan.ref), "tmuxName": plan.tmux_name, "done": done}
 
 
-def attach_argv(rt: Runtime, ref: WorkItemRef) -> list[str]:
-    """`tmux [-L socket] attach-session -t =NAME` for the item's session."""
+def attach_argv(rt: Runtime, ref: WorkItemRef, *, read_only: bool = False) -> list[str]:
+    """`tmux [-L socket] attach-session [-r] -t =NAME` for the item's session. `-r`:
+    the client only watches; no key it sends reaches the agent."""
     record = rt.store.registry.get(ref)
     if record is None:
         raise OperationalError(f"no session registered for {ref}; see `the-loop sessions list`")
@@ -307,10 +308,11 @@ def attach_argv(rt: Runtime, ref: WorkItemRef) -> list[str]:
     argv = ["tmux"]
     if rt.config.routing.tmux_socket:
         argv += ["-L", rt.config.routing.tmux_socket]
-    return [*argv, "attach-session", "-t", f"={record.tmux_name}"]
+    return [*argv, "attach-session", *(["-r"] if read_only else []), "-t", f"={record.tmux_name}"]
 
 
-def _user() -> str:
+def operator_name() -> str:
+    """Who runs this command (the login name), as events and framing name them."""
     try:
         return getpass.getuser()
     except (KeyError, OSError):

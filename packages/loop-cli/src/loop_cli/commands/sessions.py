@@ -25,6 +25,14 @@ from ._common import (
 
 # Subcommands written elsewhere in loop-cli, imported only when run.
 LAZY = {
+    "say": (
+        "loop_cli.commands.speak:say",
+        "Send the operator's own TEXT to sessions through the inbox (nothing is posted).",
+    ),
+    "peek": (
+        "loop_cli.commands.speak:peek",
+        "Show the session's last lines (or turns) without attaching to it.",
+    ),
     "restart": (
         "loop_cli.commands.restart:restart",
         "Relaunch running sessions onto the env file's current values.",
@@ -251,14 +259,21 @@ def confirm_bulk(what: str, plans: list[Any]) -> None:
         raise OperationalError("not confirmed; nothing was reset (--yes skips this question)")
 
 
-@sessions.command("attach", epilog="Example: the-loop sessions attach local:loop#1")
+@sessions.command("attach", epilog="Example: the-loop sessions attach local:loop#1 --read-only")
 @click.argument("ref", shell_complete=complete_session)
+@click.option(
+    "--read-only",
+    "-r",
+    "read_only",
+    is_flag=True,
+    help="Only watch (tmux attach -r): no key reaches the agent; deliveries go on.",
+)
 @click.pass_context
-def attach(ctx: click.Context, ref: str) -> None:
+def attach(ctx: click.Context, ref: str, read_only: bool) -> None:
     """Attach this terminal to the item's tmux session (exact name, right socket)."""
     from ..sessions import attach_argv
 
-    argv = attach_argv(runtime(ctx), parse_ref(ref))
+    argv = attach_argv(runtime(ctx), parse_ref(ref), read_only=read_only)
     env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
     try:
         os.execvpe(argv[0], argv, env)  # noqa: S606 - argv is tmux and our own names
