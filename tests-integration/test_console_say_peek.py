@@ -132,7 +132,9 @@ def test_say_to_all_or_a_project_and_its_refusals(loop: Loop) -> None:
     empty = loop.run("sessions", "say", a, "-", input=" \n", codes=(2,))
     assert "nothing to say: the text from standard input is empty" in empty.stderr
     huge = loop.run("sessions", "say", a, "x" * 70_000, codes=(2,))
-    assert "at most 65536" in huge.stderr
+    assert "the TEXT argument is longer than 65536 characters" in huge.stderr
+    piped = loop.run("sessions", "say", a, "-", input="y" * 10_000_000, codes=(2,))
+    assert "standard input is longer than 65536 characters" in piped.stderr
 
 
 # -- with the daemon, and someone watching ----------------------------------------------

@@ -50,8 +50,8 @@ def check_text(text: str, where: str) -> str:
         raise UsageError(f"nothing to say: the text from {where} is empty")
     if len(text) > MAX_CHARS:
         raise UsageError(
-            f"the text from {where} has {len(text)} characters; at most {MAX_CHARS} are "
-            "accepted (a comment's limit on GitHub)"
+            f"the text from {where} is longer than {MAX_CHARS} characters (a comment's "
+            "limit on GitHub)"
         )
     return text
 

@@ -50,7 +50,7 @@ def say(
     --wait, a message was not delivered in time.
     """
     from ..errors import UsageError
-    from ..say import check_text, targets, wait_settled
+    from ..say import MAX_CHARS, check_text, targets, wait_settled
     from ..say import say as queue
     from ..sessions import operator_name
 
@@ -59,7 +59,7 @@ def say(
         raise UsageError("say to REF..., or --all, or --project P (exactly one of them)")
     where = "standard input" if text == "-" else "the TEXT argument"
     if text == "-":
-        text = sys.stdin.read()
+        text = sys.stdin.read(MAX_CHARS + 1)  # more is refused: never read it all
     text = check_text(text, where)
     rt = runtime(ctx)
     records = targets(rt, [parse_ref(r) for r in ref_texts], all_, project)
