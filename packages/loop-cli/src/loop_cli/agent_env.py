@@ -46,7 +46,8 @@ HARNESS_STATE_VARS = {"claude-code": "CLAUDE_CONFIG_DIR", "codex": "CODEX_HOME"}
 def credential_names(config: Config) -> tuple[str, ...]:
     """The daemon's credential variables (their NAMES), in a stable order."""
     names = (config.github.token_env, config.webhook.secret_env, SLACK_URL_VAR)
-    return tuple(dict.fromkeys(names))
+    notify = (config.notify.slack_url_env, config.notify.webhook_secret_env)
+    return tuple(dict.fromkeys([*names, *(n for n in notify if n)]))
 
 
 def kept_names(config: Config) -> tuple[str, ...]:

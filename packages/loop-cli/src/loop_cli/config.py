@@ -227,6 +227,87 @@ class ServicesConfig(_Section, frozen=True, kw_only=True):
     webhook: bool = False
 
 
+class AttentionConfig(_Section, frozen=True, kw_only=True):
+    """When the poll daemon's stalled-agent detector raises `session.stalled`
+    (docs/operator-guide.md, Attention)."""
+
+    # A harness on a dialog (permission, question, trust, login) this long.
+    blocked_seconds: Annotated[Seconds, Meta(gt=0, le=604800)] = 300.0
+    # Busy, and its conversation file has not grown this long.
+    quiet_seconds: Annotated[Seconds, Meta(gt=0, le=604800)] = 1800.0
+    # This many deliveries in a row without a receipt.
+    unconfirmed_count: Annotated[int, Meta(ge=1, le=1000)] = 3
+
+
+NOTIFY_EVENTS = (
+    "session.stalled",
+    "session.stall_cleared",
+    "inbox.gave_up",
+    "session.resume_failed",
+    "session.env_restart",
+    "daemon.state_lost",
+    "dispatch.failed",
+)
+DEFAULT_NOTIFY_EVENTS = [
+    "session.stalled",
+    "inbox.gave_up",
+    "session.resume_failed",
+    "session.env_restart",
+    "daemon.state_lost",
+]
+
+
+def _notify_events(value: list[str]) -> None:
+    for name in value:
+        if name not in NOTIFY_EVENTS:
+            raise ValueError(f"{name!r} is not a notifiable event; one of {', '.join(NOTIFY_EVENTS)}")
+
+
+def _webhook_url(value: str) -> None:
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(value)
+        host = parts.hostname or ""
+    except ValueError:
+        raise ValueError("must be an https:// URL") from None
+    if parts.username is not None or parts.password is not None:
+        raise ValueError("must not carry credentials; the signature secret is in secretEnv")
+    loopback = host in ("127.0.0.1", "::1", "localhost")
+    if not host or not (parts.scheme == "https" or (parts.scheme == "http" and loopback)):
+        raise ValueError("must be an https:// URL (plain http only to a loopback address)")
+
+
+class NotifyConfig(_Section, frozen=True, kw_only=True):
+    """Pushed alerts (docs/operator-guide.md, Notifications): which events, where to."""
+
+    events: Annotated[list[str], Rule(_notify_events)] = msgspec.field(
+        default_factory=lambda: list(DEFAULT_NOTIFY_EVENTS)
+    )
+    # At most one message per (item, reason) per interval.
+    interval_seconds: Annotated[Seconds, Meta(ge=0, le=604800)] = 3600.0
+    # The Slack incoming-webhook URL is a credential: only its variable's NAME here.
+    slack_url_env: EnvName | None = None
+    webhook_url: Annotated[str, Rule(_webhook_url)] | None = None
+    webhook_secret_env: EnvName | None = None
+    max_attempts: Annotated[int, Meta(ge=1, le=100)] = 8
+    backoff_seconds: Annotated[Seconds, Meta(gt=0, le=3600)] = 5.0
+    max_backoff_seconds: Annotated[Seconds, Meta(gt=0, le=86400)] = 900.0
+    timeout_seconds: Annotated[Seconds, Meta(gt=0, le=60)] = 10.0
+
+    def _cross_keys(self) -> None:
+        if self.webhook_url is not None and self.webhook_secret_env is None:
+            raise ValueError("webhookUrl needs webhookSecretEnv (every post is signed)")
+        if self.webhook_secret_env is not None and self.webhook_url is None:
+            raise ValueError("webhookSecretEnv without webhookUrl")
+        if self.max_backoff_seconds < self.backoff_seconds:
+            raise ValueError("maxBackoffSeconds must be at least backoffSeconds")
+
+    @property
+    def enabled(self) -> bool:
+        return self.slack_url_env is not None or self.webhook_url is not None
+
+
 def _postgresql_only(value: str) -> None:
     from urllib.parse import urlsplit
 
@@ -289,6 +370,8 @@ class Config(_Section, frozen=True, kw_only=True):
     sessions: SessionsConfig = msgspec.field(default_factory=SessionsConfig)
     workspace: WorkspaceConfig = msgspec.field(default_factory=WorkspaceConfig)
     services: ServicesConfig = msgspec.field(default_factory=ServicesConfig)
+    attention: AttentionConfig = msgspec.field(default_factory=AttentionConfig)
+    notify: NotifyConfig = msgspec.field(default_factory=NotifyConfig)
 
     def _cross_keys(self) -> None:
         if self.tracker == "github" and not self.github.repositories:
@@ -299,6 +382,11 @@ class Config(_Section, frozen=True, kw_only=True):
                 raise ValueError(
                     f"harness.passEnv: {shown(name)} is a credential of the daemon "
                     "(github.tokenEnv / webhook.secretEnv) and never reaches an agent"
+                )
+            if name in (self.notify.slack_url_env, self.notify.webhook_secret_env):
+                raise ValueError(
+                    f"harness.passEnv: {shown(name)} is a credential of the daemon "
+                    "(notify.slackUrlEnv / notify.webhookSecretEnv) and never reaches an agent"
                 )
 
     def max_attempts(self) -> int:

@@ -226,6 +226,7 @@ def run_forever(
                 rt.event_log.emit(
                     "poll.error", level="error", source="poller", detail={"error": error}
                 )
+            attend(rt)
             cycles += 1
             failed = failed_in_a_row(failed, summary)
             heartbeat.beat(
@@ -267,6 +268,16 @@ def run_forever(
     if drainer.error is not None:
         raise drainer.error
     return cycles
+
+
+def attend(rt: Runtime) -> None:
+    """The cycle's attention pass: the stalled-agent detector, then the notification
+    outbox (each records its own failure and never stops the daemon)."""
+    from .attention import sweep_quietly
+    from .notify import flush_quietly
+
+    sweep_quietly(rt)
+    flush_quietly(rt)
 
 
 def _end_stale_agents(rt: Runtime) -> None:

@@ -181,7 +181,19 @@ class Runtime:
 
     @cached_property
     def event_log(self) -> EventLog:
-        return open_event_log(self.config)
+        log = open_event_log(self.config)
+        if self.read_only or not self.config.notify.enabled:
+            return log
+        from .notify import NotifyingEventLog
+
+        # Events chosen by `notify:` are committed to the store's outbox as written.
+        return NotifyingEventLog(
+            log.path,
+            config=self.config,
+            store=lambda: self.store,
+            max_bytes=log.max_bytes,
+            backups=log.backups,
+        )
 
     @cached_property
     def tmux(self) -> Tmux:

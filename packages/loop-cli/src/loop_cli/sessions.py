@@ -70,6 +70,21 @@ def list_rows(rt: Runtime) -> list[dict[str, Any]]:
     return rows
 
 
+def attention_rows(rt: Runtime, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`sessions list --attention`: the rows the detector flagged, each with its
+    `attention` entries (why, since, remedy) from the same list `status` shows."""
+    from .attention import attention_list
+
+    if not rt.has_state:
+        return []
+    flagged: dict[str, list[dict[str, Any]]] = {}
+    for entry in attention_list(rt.store):
+        flagged.setdefault(entry["item"], []).append(
+            {k: entry[k] for k in ("why", "reason", "since", "remedy")}
+        )
+    return [r | {"attention": flagged[r["ref"]]} for r in rows if r["ref"] in flagged]
+
+
 def quarantine_lines(rt: Runtime) -> list[str]:
     """One line per stored session row that does not load, naming it and the remedy."""
     if not rt.has_state:

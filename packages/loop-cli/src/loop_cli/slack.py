@@ -109,6 +109,27 @@ def render_status_blocks(status: Mapping[str, Any]) -> dict[str, Any]:
     return {"text": fallback, "blocks": blocks}
 
 
+def notification_blocks(message: Mapping[str, Any]) -> dict[str, Any]:
+    """A Block Kit message for one notification (notify.py built its fields; nothing
+    else of the event reaches Slack)."""
+    item = message.get("item")
+    link = message.get("link")
+    where = f"<{link}|{item}>" if link and item else str(item or "the-loop")
+    headline = f"the-loop: {message.get('event')}: {message.get('reason')}"
+    lines = [f"*{where}*: {message.get('summary', '')}", f"remedy: `{message.get('remedy', '')}`"]
+    return {
+        "text": f"{headline} ({item})" if item else headline,
+        "blocks": [
+            {"type": "header", "text": {"type": "plain_text", "text": headline[:150]}},
+            _section("\n".join(lines)),
+            {
+                "type": "context",
+                "elements": [{"type": "mrkdwn", "text": f"{message.get('at', '')}"}],
+            },
+        ],
+    }
+
+
 def _quiet_logger() -> logging.Logger:
     """slack-sdk logs failed requests at ERROR; ours says it once, in our words."""
     logger = logging.getLogger("loop_cli.slack.webhook")

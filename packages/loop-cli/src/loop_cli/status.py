@@ -112,7 +112,22 @@ def collect_status(rt: Runtime, now: datetime | None = None) -> dict[str, Any]:
     blocked = blocked_sessions(rt, [r for r in records if r.active], fleet)
     if blocked:
         status["blocked"] = blocked
+    status["attention"] = attention_block(rt, records) if store_error is None else []
     return status
+
+
+def attention_block(rt: Runtime, records: list[SessionRecord]) -> list[dict[str, Any]]:
+    """What the poll daemon's detector raised and still holds (attention.py); empty
+    before any daemon swept, and never a reason for status to fail."""
+    from .attention import attention_list
+
+    if not rt.has_state:
+        return []
+    names = {str(r.work_item): r.tmux_name for r in records}
+    try:
+        return attention_list(rt.store, tmux_names=names)
+    except Exception:  # a store that cannot be read is the store check's to report
+        return []
 
 
 def _environ_once() -> Callable[[int], dict[str, str] | None]:
@@ -342,7 +357,7 @@ def render_text(status: dict[str, Any]) -> str:
             f"blocked:   {row['workItem']} ({row['tmuxName']}) waits on its {row['dialog']} "
             "dialog; deliveries wait (docs/harnesses.md)"
         )
-
+    lines.extend(attention_lines(status.get("attention", [])))
     if status.get("hosts"):
         lines.extend(host_lines(status["hosts"]))
     block = status.get(ENV_BLOCK)
@@ -355,6 +370,15 @@ def render_text(status: dict[str, Any]) -> str:
     from .terminal import printable
 
     return printable("\n".join(lines), lines=True)
+
+
+def attention_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """One line per item needing a human (the detector's raised stalls) and its remedy."""
+    lines = []
+    for row in rows:
+        lines.append(f"attention: {row['item']}: {row['why']} since {row['since']}")
+        lines.append(f"    remedy: {row['remedy']}")
+    return lines
 
 
 def failing(checks: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -47,13 +47,21 @@ def sessions() -> None:
 
 @sessions.command("list", epilog="Example: the-loop sessions list -o json")
 @output_option("json", table_alias=True)
+@click.option(
+    "--attention",
+    "attention_only",
+    is_flag=True,
+    help="Only sessions the stalled-agent detector flagged (why and remedy added).",
+)
 @click.pass_context
-def list_(ctx: click.Context, fmt: str) -> None:
+def list_(ctx: click.Context, fmt: str, attention_only: bool) -> None:
     """Registered sessions with their tmux presence (one tmux call)."""
-    from ..sessions import list_rows, quarantine_lines
+    from ..sessions import attention_rows, list_rows, quarantine_lines
 
     rt = runtime(ctx, read_only=True)
     rows = list_rows(rt)
+    if attention_only:
+        rows = attention_rows(rt, rows)
     quarantined = quarantine_lines(rt)
     for line in quarantined:  # stderr: JSON output stays exactly the rows
         click.echo(printable(line), err=True)
@@ -61,7 +69,7 @@ def list_(ctx: click.Context, fmt: str) -> None:
         echo_json(rows)
         return
     if not rows:
-        click.echo("no sessions registered")
+        click.echo("no session needs attention" if attention_only else "no sessions registered")
         return
     kept = [f"{r['ref']}: worktree kept ({r['workspaceKept']})" for r in rows if r["workspaceKept"]]
     headers = ["REF", "TMUX", "STATUS", "PRESENCE", "HARNESS", "CONVERSATION", "STARTED", "CWD"]
@@ -82,9 +90,16 @@ def list_(ctx: click.Context, fmt: str) -> None:
         headers.insert(2, "HOST")
         for cells, r in zip(body, rows, strict=True):
             cells.insert(2, r["host"] or "-")
+    if attention_only:
+        headers.insert(4, "WHY")
+        for cells, r in zip(body, rows, strict=True):
+            cells.insert(4, "; ".join(a["why"] for a in r["attention"]))
     click.echo(table(body, headers))
     for line in kept:
         click.echo(line)
+    for r in rows if attention_only else []:
+        for a in r["attention"]:
+            click.echo(f"{r['displayRef']}: {a['remedy']}")
 
 
 def _when(iso: str) -> str:

@@ -44,6 +44,15 @@ DIALOGS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("trust", ("Trust this folder?", "Do you trust the contents of this directory")),
     ("login", ("Sign in with ChatGPT", "Provide your own API key")),
     ("update", ("Update available!",)),
+    # A command or an edit waiting for the operator's approval (issue 26).
+    (
+        "approval",
+        (
+            "Would you like to run the following command?",
+            "Would you like to make the following edits?",
+            "tell Codex what to do differently",
+        ),
+    ),
 )
 COMPOSER = "\u203a"  # the prompt mark of Codex's input box
 _SKEW = 2.0  # seconds a rollout's start time may precede the spawn we noted
