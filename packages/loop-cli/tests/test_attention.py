@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+
 from loop_cli.attention import BLOCKED, DEAD_OPEN, NO_PROGRESS, UNCONFIRMED, Seen, plan, sweep
 from loop_cli.attention_store import Stall
 from loop_cli.config import load_config
@@ -40,7 +41,8 @@ def _at(seconds: float) -> datetime:
 def test_a_new_condition_is_kept_but_not_raised_before_its_threshold() -> None:
     todo = plan([Seen("local:p#1", BLOCKED, 60.0, note="permission")], [], T0)
     assert todo.put == [Stall("local:p#1", BLOCKED, T0, "permission", None)]
-    assert todo.raise_ == [] and todo.clear == []
+    assert todo.raise_ == []
+    assert todo.clear == []
 
 
 def test_a_condition_held_past_its_threshold_is_raised_once_with_its_first_since() -> None:
@@ -48,7 +50,9 @@ def test_a_condition_held_past_its_threshold_is_raised_once_with_its_first_since
     todo = plan([Seen("local:p#1", BLOCKED, 60.0, note="permission")], held, _at(61))
     assert todo.raise_ == [Stall("local:p#1", BLOCKED, T0, "permission", _at(61))]
     again = plan([Seen("local:p#1", BLOCKED, 60.0, note="permission")], todo.raise_, _at(120))
-    assert again.raise_ == [] and again.put == [] and again.clear == []
+    assert again.raise_ == []
+    assert again.put == []
+    assert again.clear == []
 
 
 def test_a_condition_that_stops_holding_is_cleared() -> None:
@@ -183,7 +187,8 @@ def test_detector_on_real_panes_raises_once_survives_a_restart_and_clears(
     rt = detector()
     try:
         again = sweep(rt, now + timedelta(seconds=90))
-        assert again.raised == [] and again.cleared == []
+        assert again.raised == []
+        assert again.cleared == []
         assert len(_types(rt, "session.stalled")) == 4
         # #4 gets a receipt; #1's prompt is answered (the pane now shows the input box)
         rt.event_log.emit("dispatch.confirmed", source="test", work_item="local:proj#4")

@@ -315,4 +315,3 @@ def sweep_quietly(rt: Runtime) -> SweepReport | None:
                 detail={"error": error, "during": "attention"},
             )
         return None
-

@@ -260,7 +260,8 @@ DEFAULT_NOTIFY_EVENTS = [
 def _notify_events(value: list[str]) -> None:
     for name in value:
         if name not in NOTIFY_EVENTS:
-            raise ValueError(f"{name!r} is not a notifiable event; one of {', '.join(NOTIFY_EVENTS)}")
+            known = ", ".join(NOTIFY_EVENTS)
+            raise ValueError(f"{name!r} is not a notifiable event; one of {known}")
 
 
 def _webhook_url(value: str) -> None:

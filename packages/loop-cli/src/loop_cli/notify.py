@@ -397,7 +397,11 @@ def flush(
             "notify.sent",
             source=SOURCE,
             work_item=row.message.get("item"),
-            detail={"target": row.target, "event": row.message.get("event"), "attempt": row.attempts},
+            detail={
+                "target": row.target,
+                "event": row.message.get("event"),
+                "attempt": row.attempts,
+            },
         )
     return counts
 
