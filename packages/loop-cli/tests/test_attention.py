@@ -117,7 +117,12 @@ def detector(
                 "cwd": str(isolated / "work"),
                 "stateDir": str(isolated / "claude"),
             },
-            "attention": {"blockedSeconds": 30, "quietSeconds": 60, "unconfirmedCount": 2},
+            "attention": {
+                "deadSeconds": 0,
+                "blockedSeconds": 30,
+                "quietSeconds": 60,
+                "unconfirmedCount": 2,
+            },
         }
     )
     return lambda: Runtime(load_config(None))

@@ -223,7 +223,7 @@ def observe(
         mark = Mark(item, mark.conv_size, mark.grown_at, streaks.get(item, mark.streak))
         presence = fleet.presence(record.tmux_name)
         if presence in (DEAD, ABSENT) and record.started_at is not None:
-            seen.append(Seen(item, DEAD_OPEN, 0.0, note=presence))
+            seen.append(Seen(item, DEAD_OPEN, cfg.dead_seconds, note=presence))
         elif presence == LIVE:
             found, mark = _observe_live(rt, record, views.get(record.tmux_name), mark, cfg, now)
             seen += found

@@ -231,6 +231,9 @@ class AttentionConfig(_Section, frozen=True, kw_only=True):
     """When the poll daemon's stalled-agent detector raises `session.stalled`
     (docs/operator-guide.md, Attention)."""
 
+    # An open item's harness exited (dead pane, or no session) this long: a dispatch
+    # between registering an item and its spawn is not one.
+    dead_seconds: Annotated[Seconds, Meta(ge=0, le=604800)] = 60.0
     # A harness on a dialog (permission, question, trust, login) this long.
     blocked_seconds: Annotated[Seconds, Meta(gt=0, le=604800)] = 300.0
     # Busy, and its conversation file has not grown this long.
