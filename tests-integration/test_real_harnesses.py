@@ -481,3 +481,45 @@ def test_status_names_a_session_waiting_on_a_dialog(tmp_path, model, kind) -> No
     finally:
         rt.close()
         subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True, check=False)
+
+
+PROMPTS = [
+    ("claude-code", "bash", ["--permission-mode", "default"], "permission"),
+    ("claude-code", "question", ["--permission-mode", "default"], "question"),
+    ("codex", "bash", ["--ask-for-approval", "on-request", "--sandbox", "read-only"], "approval"),
+]
+
+
+@pytest.mark.parametrize(("kind", "tool", "extra", "dialog"), PROMPTS)
+def test_the_real_clis_prompts_are_dialogs_and_the_detector_raises_them(
+    tmp_path, model, kind, tool, extra, dialog
+) -> None:
+    """Issue 26: the model asks for a tool; the real CLI draws its permission, question
+    or approval prompt; the adapter names it and the stalled-agent detector raises
+    `blocked-dialog` once `attention.blockedSeconds` has passed."""
+    from datetime import timedelta
+
+    from loop_cli.attention import BLOCKED, sweep
+    from loop_cli.tracker import LocalTracker
+
+    rt, _config, socket = _runtime(tmp_path, kind, model, extraArgs=extra)
+    try:
+        tracker = LocalTracker(rt.store)
+        ref = tracker.open("use a tool", f"Please do it. LOOP-FAKE-TOOL:{tool}", project="demo")
+        deadline = time.monotonic() + 90
+        seen = None
+        while time.monotonic() < deadline and seen != dialog:
+            _cycle_until(rt, model, "never-sent", limit=0.5)
+            pane = rt.tmux.pane_view(ref.tmux_name(), capture=True)
+            seen = rt.adapter.readiness(pane).dialog if pane is not None else None
+        screen = pane.screen if pane is not None else ""
+        assert seen == dialog, screen
+        first = sweep(rt)
+        assert BLOCKED not in [s.reason for s in first.raised]
+        later = sweep(rt, datetime.now(timezone.utc) + timedelta(seconds=301))
+        assert [(s.work_item, s.reason, s.note) for s in later.raised] == [
+            (str(ref), BLOCKED, dialog)
+        ], screen
+    finally:
+        rt.close()
+        subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True, check=False)

@@ -73,3 +73,37 @@ def test_openai_responses_stream_and_record() -> None:
         assert server.user_turns_seen() == [["hello codex"]]
         bad = httpx.post(f"{server.url}/v1/responses", content=b"{not json")
         assert bad.status_code == 400
+
+
+def test_a_marked_turn_gets_one_tool_call_and_its_answer_gets_text() -> None:
+    with FakeModelServer() as server:
+        ask = {"role": "user", "content": "Please do it. LOOP-FAKE-TOOL:bash"}
+        body = {"model": "m", "stream": True, "messages": [ask]}
+        reply = httpx.post(f"{server.url}/v1/messages", json=body, timeout=10)
+        events = dict(_events(reply.text))
+        block = events["content_block_start"]["content_block"]
+        assert (block["type"], block["name"]) == ("tool_use", "Bash")
+        assert events["message_delta"]["delta"]["stop_reason"] == "tool_use"
+        answered = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t"}]}
+        body["messages"] = [ask, {"role": "assistant", "content": "x"}, answered]
+        again = dict(_events(httpx.post(f"{server.url}/v1/messages", json=body, timeout=10).text))
+        assert again["content_block_start"]["content_block"]["type"] == "text"
+        plain = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+        text = dict(_events(httpx.post(f"{server.url}/v1/messages", json=plain, timeout=10).text))
+        assert text["content_block_start"]["content_block"]["type"] == "text"
+
+
+def test_codex_gets_its_offered_shell_tool_asking_to_leave_the_sandbox() -> None:
+    with FakeModelServer() as server:
+        body = {
+            "model": "m",
+            "tools": [{"type": "function", "name": "exec_command"}],
+            "input": [{"role": "user", "content": "LOOP-FAKE-TOOL:bash"}],
+        }
+        reply = httpx.post(f"{server.url}/v1/responses", json=body, timeout=10)
+        done = dict(_events(reply.text))["response.output_item.done"]["item"]
+        assert (done["type"], done["name"]) == ("function_call", "exec_command")
+        assert json.loads(done["arguments"])["sandbox_permissions"] == "require_escalated"
+        body["input"].append({"type": "function_call_output", "call_id": "c", "output": "ok"})
+        again = dict(_events(httpx.post(f"{server.url}/v1/responses", json=body, timeout=10).text))
+        assert again["response.output_item.done"]["item"]["type"] == "message"

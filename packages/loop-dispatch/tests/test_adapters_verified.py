@@ -153,3 +153,27 @@ def test_activity_reads_the_turn_from_the_screen() -> None:
     assert CodexAdapter().activity(view(CODEX_MAIN)) == "unknown"
     assert ClaudeCodeAdapter(checks=False).activity(view(claude_busy)) == "unknown"
     assert GenericAdapter(["prog"]).activity(view(claude_busy)) == "unknown"
+
+
+SCREENS = Path(__file__).parent / "screens"
+
+
+def _screen(name: str) -> str:
+    return (SCREENS / f"{name}.txt").read_text(encoding="utf-8")
+
+
+def test_claude_code_permission_and_question_prompts_drawn_by_the_real_cli_are_dialogs() -> None:
+    a = ClaudeCodeAdapter()
+    for name, dialog in (
+        ("claude-permission", "permission"),
+        ("claude-write", "permission"),
+        ("claude-question", "question"),
+    ):
+        readiness = a.readiness(view(_screen(name)))
+        assert (name, readiness.state, readiness.dialog) == (name, "blocked", dialog)
+
+
+def test_codex_approval_prompt_drawn_by_the_real_cli_is_a_dialog() -> None:
+    readiness = CodexAdapter().readiness(view(_screen("codex-approval")))
+    assert (readiness.state, readiness.dialog) == ("blocked", "approval")
+    assert CodexAdapter().readiness(view(CODEX_MAIN)).dialog is None

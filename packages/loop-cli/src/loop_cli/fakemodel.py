@@ -11,7 +11,10 @@ It speaks just enough of two wire formats, streaming as the real services do:
 
 Every request is recorded (path and JSON body), so a test asks what the model really saw
 rather than what the-loop says it sent. The reply is a short fixed text naming how many
-user turns the request carried, never a tool call: the agents stay idle between turns.
+user turns the request carried: the agents stay idle between turns. Only a user turn
+that carries `LOOP-FAKE-TOOL:bash` (or `:write`, `:question`: Claude Code's) gets a
+tool call instead, once (a request that already answers a tool call gets the text): so
+a test can make the real CLI draw its permission, question or approval prompt.
 """
 
 from __future__ import annotations
@@ -28,6 +31,16 @@ from typing import Any
 __all__ = ["FakeModelServer", "Request", "user_texts"]
 
 REPLY = "Noted."
+TOOL_MARK = "LOOP-FAKE-TOOL:"
+TOOL_COMMAND = "touch loop-fake-tool.txt"
+# Codex's shell tools, by the name the request offers, and their arguments: asking to
+# run outside the sandbox is what makes Codex ask the operator (approval on-request).
+_ESCALATE = {"sandbox_permissions": "require_escalated", "justification": "to create a file"}
+_CODEX_SHELLS: dict[str, dict[str, Any]] = {
+    "shell": {"command": ["bash", "-lc", TOOL_COMMAND], **_ESCALATE},
+    "shell_command": {"command": TOOL_COMMAND, **_ESCALATE},
+    "exec_command": {"cmd": TOOL_COMMAND, **_ESCALATE},
+}
 
 
 @dataclass(frozen=True)
@@ -67,6 +80,45 @@ def user_texts(body: dict[str, Any]) -> list[str]:
     return out
 
 
+def wanted_tool(body: dict[str, Any]) -> str | None:
+    """The tool a request's newest user turn asks for, unless the request already
+    carries a tool's answer as its last input."""
+    last: Any = None
+    for key in ("messages", "input"):
+        items = body.get(key)
+        if isinstance(items, list) and items:
+            last = items[-1]
+    if isinstance(last, dict):
+        if last.get("type") == "function_call_output":
+            return None
+        content = last.get("content")
+        if isinstance(content, list) and any(
+            isinstance(b, dict) and b.get("type") == "tool_result" for b in content
+        ):
+            return None
+    texts = user_texts(body)
+    if not texts or TOOL_MARK not in texts[-1]:
+        return None
+    return texts[-1].split(TOOL_MARK, 1)[1].split()[0].strip(".,;:") or None
+
+
+def _claude_tool(kind: str) -> tuple[str, dict[str, Any]]:
+    if kind == "question":
+        question = {
+            "question": "Which colour should the button be?",
+            "header": "Colour",
+            "options": [
+                {"label": "Blue", "description": "the brand colour"},
+                {"label": "Green", "description": "the success colour"},
+            ],
+            "multiSelect": False,
+        }
+        return "AskUserQuestion", {"questions": [question]}
+    if kind == "write":
+        return "Write", {"file_path": "loop-fake-tool.txt", "content": "made by a fake model\n"}
+    return "Bash", {"command": TOOL_COMMAND, "description": "Create a file"}
+
+
 def _sse(event: str, data: dict[str, Any]) -> bytes:
     return f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
 
@@ -103,6 +155,81 @@ def _anthropic_stream(model: str, text: str) -> Iterator[bytes]:
         },
     )
     yield _sse("message_stop", {"type": "message_stop"})
+
+
+def _anthropic_tool_stream(model: str, kind: str) -> Iterator[bytes]:
+    name, args = _claude_tool(kind)
+    message: dict[str, Any] = {
+        "id": f"msg_{uuid.uuid4().hex[:24]}",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": {"input_tokens": 10, "output_tokens": 0},
+    }
+    block = {"type": "tool_use", "id": f"toolu_{uuid.uuid4().hex[:24]}", "name": name, "input": {}}
+    yield _sse("message_start", {"type": "message_start", "message": message})
+    yield _sse(
+        "content_block_start", {"type": "content_block_start", "index": 0, "content_block": block}
+    )
+    delta = {"type": "input_json_delta", "partial_json": json.dumps(args)}
+    yield _sse("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta})
+    yield _sse("content_block_stop", {"type": "content_block_stop", "index": 0})
+    yield _sse(
+        "message_delta",
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "tool_use", "stop_sequence": None},
+            "usage": {"output_tokens": 5},
+        },
+    )
+    yield _sse("message_stop", {"type": "message_stop"})
+
+
+def _codex_shell(body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    offered = [t.get("name") for t in body.get("tools") or [] if isinstance(t, dict)]
+    for name, args in _CODEX_SHELLS.items():
+        if name in offered:
+            return name, args
+    return "shell", _CODEX_SHELLS["shell"]
+
+
+def _responses_tool_stream(model: str, body: dict[str, Any]) -> Iterator[bytes]:
+    name, args = _codex_shell(body)
+    rid = f"resp_{uuid.uuid4().hex[:24]}"
+    base = {"id": rid, "object": "response", "model": model, "output": []}
+    yield _sse(
+        "response.created",
+        {"type": "response.created", "response": {**base, "status": "in_progress"}},
+    )
+    item = {
+        "id": f"fc_{uuid.uuid4().hex[:24]}",
+        "type": "function_call",
+        "call_id": f"call_{uuid.uuid4().hex[:24]}",
+        "name": name,
+        "arguments": "",
+        "status": "in_progress",
+    }
+    yield _sse(
+        "response.output_item.added",
+        {"type": "response.output_item.added", "output_index": 0, "item": item},
+    )
+    done = {**item, "arguments": json.dumps(args), "status": "completed"}
+    yield _sse(
+        "response.output_item.done",
+        {"type": "response.output_item.done", "output_index": 0, "item": done},
+    )
+    usage = {
+        "input_tokens": 10,
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": 5,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": 15,
+    }
+    completed = {**base, "status": "completed", "output": [done], "usage": usage}
+    yield _sse("response.completed", {"type": "response.completed", "response": completed})
 
 
 def _anthropic_message(model: str, text: str) -> dict[str, Any]:
@@ -214,12 +341,18 @@ class _Handler(BaseHTTPRequestHandler):
         model = str(body.get("model") or "fake-model")
         turns = len(user_texts(body))
         text = f"{REPLY} ({turns} user turn{'s' if turns != 1 else ''} seen)"
+        tool = wanted_tool(body)
         if path.rstrip("/").endswith("/count_tokens"):
             self._reply(200, {"input_tokens": 10})
         elif path.rstrip("/").endswith("/responses"):
-            self._stream(_responses_stream(model, text))
+            if tool is not None:
+                self._stream(_responses_tool_stream(model, body))
+            else:
+                self._stream(_responses_stream(model, text))
         elif path.rstrip("/").endswith("/messages"):
-            if body.get("stream"):
+            if body.get("stream") and tool is not None:
+                self._stream(_anthropic_tool_stream(model, tool))
+            elif body.get("stream"):
                 self._stream(_anthropic_stream(model, text))
             else:
                 self._reply(200, _anthropic_message(model, text))

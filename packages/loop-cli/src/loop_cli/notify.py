@@ -32,7 +32,6 @@ if TYPE_CHECKING:
     from loop_dispatch.store import Store
 
     from .config import Config, NotifyConfig
-    from .runtime import Runtime
 
 __all__ = [
     "NOTIFY_MIGRATIONS",
@@ -406,15 +405,17 @@ def flush(
     return counts
 
 
-def flush_quietly(rt: Runtime) -> dict[str, int] | None:
+def flush_quietly(
+    store: Callable[[], Store], config: Config, log: EventLog
+) -> dict[str, int] | None:
     """`flush` for the daemon's cycle: a failure is a `notify.failed`, never a stop."""
-    if not rt.config.notify.enabled:
+    if not config.notify.enabled:
         return None
     try:
-        return flush(rt.store, rt.config, rt.event_log)
+        return flush(store(), config, log)
     except Exception as exc:
         with contextlib.suppress(Exception):
-            rt.event_log.emit(
+            log.emit(
                 "notify.failed",
                 level="error",
                 source=SOURCE,

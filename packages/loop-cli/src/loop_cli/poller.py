@@ -277,7 +277,7 @@ def attend(rt: Runtime) -> None:
     from .notify import flush_quietly
 
     sweep_quietly(rt)
-    flush_quietly(rt)
+    flush_quietly(lambda: rt.store, rt.config, rt.event_log)
 
 
 def _end_stale_agents(rt: Runtime) -> None:

@@ -47,17 +47,12 @@ DIALOGS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("trust", ("Yes, I trust this folder", "Do you trust the files in this folder")),
     ("api_key", ("Detected a custom API key",)),
     ("bypass_permissions", ("Bypass Permissions mode",)),
-    # A tool waiting for the operator's permission (a pasted CR would answer "Yes"),
-    # and a question the agent asks with choices (issue 26: a stalled agent's dialogs).
-    (
-        "permission",
-        (
-            "tell Claude what to do differently",
-            "Do you want to proceed?",
-            "Do you want to make this edit to",
-        ),
-    ),
-    ("question", ("Enter to select", "Type something.")),
+    # A tool waiting for the operator's permission (a pasted CR would answer "Yes"), and
+    # a question the agent asks with choices (issue 26). Seen on 2.1.332: Bash draws "Do
+    # you want to proceed?", Write "Do you want to create FILE?", both end "Esc to
+    # cancel · Tab to amend" (tests/screens/).
+    ("permission", ("Do you want to proceed?", "Esc to cancel · Tab to amend")),
+    ("question", ("Enter to select · ↑/↓ to navigate", "Type something.")),
     (
         "onboarding",
         (

@@ -44,13 +44,15 @@ DIALOGS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("trust", ("Trust this folder?", "Do you trust the contents of this directory")),
     ("login", ("Sign in with ChatGPT", "Provide your own API key")),
     ("update", ("Update available!",)),
-    # A command or an edit waiting for the operator's approval (issue 26).
+    # A command waiting for the operator's approval (issue 26; seen on 0.171.0 with
+    # approval on-request, tests/screens/codex-approval.txt; the edits wording is its
+    # patch approval's, not captured here).
     (
         "approval",
         (
             "Would you like to run the following command?",
             "Would you like to make the following edits?",
-            "tell Codex what to do differently",
+            "Press enter to confirm or esc to cancel",
         ),
     ),
 )
