@@ -22,7 +22,8 @@ from loop_cli.attention_store import Stall
 from loop_cli.config import load_config
 from loop_cli.main import cli
 from loop_cli.runtime import Runtime
-from loop_cli.status import collect_status
+from loop_cli.slack import render_status_blocks
+from loop_cli.status import collect_status, render_text
 from loop_dispatch import WorkItemRef
 from loop_dispatch.adapters import ClaudeCodeAdapter, CodexAdapter
 from loop_tmux import PaneView
@@ -177,6 +178,10 @@ def test_detector_on_real_panes_raises_once_survives_a_restart_and_clears(
         status = collect_status(rt)
     finally:
         rt.close()
+    text = render_text(status)
+    assert "attention: local:proj#1: blocked-dialog (permission) since" in text
+    assert "    remedy: the-loop sessions start local:proj#3" in text
+    assert "Needs attention" in json.dumps(render_status_blocks(status))
     block = {(a["item"], a["reason"]): a for a in status["attention"]}
     assert set(block) == {
         ("local:proj#1", BLOCKED),

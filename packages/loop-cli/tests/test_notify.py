@@ -154,3 +154,15 @@ def test_bad_notify_config_is_one_line_naming_the_key(
     assert len(text.splitlines()) == 1
     assert says in text
     assert "hooks.slack.com" not in text  # a value is never repeated
+
+
+def test_settled_rows_are_pruned_after_their_keep_time(tmp_path: Path) -> None:
+    with Store.open(tmp_path) as store:
+        box = Outbox(store)
+        box.enqueue("a|b|c", {"n": 1}, ["webhook"], 0)
+        (row,) = box.claim(30)
+        box.settle(row, None, None)
+        assert box.prune(keep_seconds=3600) == 0
+        assert box.counts() == {"sent": 1}
+        assert box.prune(keep_seconds=-1) == 1
+        assert box.counts() == {}

@@ -72,6 +72,7 @@ SOURCE = "notify"
 SLACK = "slack"
 WEBHOOK = "webhook"
 _LEASE_FACTOR = 3  # a claimed row is due again after this many send timeouts
+KEEP_SECONDS = 7 * 86400  # settled rows are kept this long (for a look), then pruned
 
 
 def _now() -> datetime:
@@ -161,6 +162,15 @@ class Outbox:
                     "WHERE id = ?",
                     (now, error, row.id),
                 )
+
+    def prune(self, keep_seconds: float = KEEP_SECONDS) -> int:
+        """Forget settled rows (sent, given up) older than `keep_seconds`."""
+        cutoff = (_now() - timedelta(seconds=keep_seconds)).isoformat()
+        with self._store.transaction() as conn:
+            done = conn.execute(
+                "DELETE FROM notify_outbox WHERE state <> 'pending' AND done_at < ?", (cutoff,)
+            )
+            return int(done.rowcount or 0)
 
     def counts(self) -> dict[str, int]:
         if not self.ready:
@@ -367,6 +377,7 @@ def flush(
     env = os.environ if environ is None else environ
     box = Outbox(store)
     counts = {"sent": 0, "retrying": 0, "failed": 0}
+    box.prune()
     for row in box.claim(cfg.timeout_seconds * _LEASE_FACTOR):
         try:
             SENDERS[row.target](row, cfg, env)

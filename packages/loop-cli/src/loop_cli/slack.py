@@ -82,6 +82,10 @@ def render_status_blocks(status: Mapping[str, Any]) -> dict[str, Any]:
         _section(f"*Services*\n{services}"),
         _section(f"*Sessions*\n{_sessions_line(status.get('sessions', {}))}"),
     ]
+    attention = status.get("attention")
+    if isinstance(attention, list) and attention:
+        rows = [f"• *{a.get('item')}*: {a.get('why')} since {a.get('since')}" for a in attention]
+        blocks.append(_section("*Needs attention*\n" + "\n".join(rows)))
     env = status.get("sessionEnvironment")
     fallback = headline
     if failing:
