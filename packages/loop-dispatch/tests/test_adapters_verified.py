@@ -177,3 +177,9 @@ def test_codex_approval_prompt_drawn_by_the_real_cli_is_a_dialog() -> None:
     readiness = CodexAdapter().readiness(view(_screen("codex-approval")))
     assert (readiness.state, readiness.dialog) == ("blocked", "approval")
     assert CodexAdapter().readiness(view(CODEX_MAIN)).dialog is None
+
+
+def test_an_agent_reply_asking_to_proceed_is_not_a_permission_prompt() -> None:
+    said = "\u25cf Shall I? Do you want to proceed? Would you like to run the following command?"
+    assert ClaudeCodeAdapter().readiness(view(said)).dialog is None
+    assert CodexAdapter().readiness(view(said)).dialog is None

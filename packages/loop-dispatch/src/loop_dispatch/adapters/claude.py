@@ -48,11 +48,12 @@ DIALOGS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("api_key", ("Detected a custom API key",)),
     ("bypass_permissions", ("Bypass Permissions mode",)),
     # A tool waiting for the operator's permission (a pasted CR would answer "Yes"), and
-    # a question the agent asks with choices (issue 26). Seen on 2.1.332: Bash draws "Do
-    # you want to proceed?", Write "Do you want to create FILE?", both end "Esc to
-    # cancel · Tab to amend" (tests/screens/).
-    ("permission", ("Do you want to proceed?", "Esc to cancel · Tab to amend")),
-    ("question", ("Enter to select · ↑/↓ to navigate", "Type something.")),
+    # a question the agent asks with choices (issue 26). Seen on 2.1.332 (tests/screens/):
+    # Bash asks "Do you want to proceed?", Write "Do you want to create FILE?"; both end
+    # with this footer, and the question prompt with its own. Footers only: an agent's
+    # reply may well say "Do you want to proceed?", never these key hints.
+    ("permission", ("Esc to cancel · Tab to amend",)),
+    ("question", ("Enter to select · ↑/↓ to navigate",)),
     (
         "onboarding",
         (

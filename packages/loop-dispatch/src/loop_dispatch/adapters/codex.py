@@ -45,16 +45,10 @@ DIALOGS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("login", ("Sign in with ChatGPT", "Provide your own API key")),
     ("update", ("Update available!",)),
     # A command waiting for the operator's approval (issue 26; seen on 0.171.0 with
-    # approval on-request, tests/screens/codex-approval.txt; the edits wording is its
-    # patch approval's, not captured here).
-    (
-        "approval",
-        (
-            "Would you like to run the following command?",
-            "Would you like to make the following edits?",
-            "Press enter to confirm or esc to cancel",
-        ),
-    ),
+    # approval on-request, tests/screens/codex-approval.txt): its key hint, which an
+    # agent's reply would not draw ("Would you like to run the following command?" it
+    # might).
+    ("approval", ("Press enter to confirm or esc to cancel",)),
 )
 COMPOSER = "\u203a"  # the prompt mark of Codex's input box
 _SKEW = 2.0  # seconds a rollout's start time may precede the spawn we noted
