@@ -136,10 +136,16 @@ def test_a_dead_agent_is_raised_notified_once_per_target_after_refusals(
             receiver.posts,
             poller.log(),
         )
+        # A restarted daemon raises nothing again and posts nothing more.
+        assert poller.stop() == 0, poller.log()
+        restarted = rig.poller()
+        restarted.start()
+        cycles = len(rig.events("poll.cycle"))
+        assert wait_for(lambda: len(rig.events("poll.cycle")) >= cycles + 3, timeout=30)
         status = json.loads(rig.cli("status", "-o", "json", check=False).stdout)
     finally:
         rig.close()
-    (stalled,) = rig.events("session.stalled")
+    (stalled,) = rig.events("session.stalled")  # once, across the restart
     assert stalled["workItem"] == ref
     assert stalled["detail"]["reason"] == "dead-with-open-item"
     assert [a["item"] for a in status["attention"]] == [ref]
