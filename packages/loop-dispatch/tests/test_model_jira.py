@@ -78,7 +78,9 @@ def test_jira_slugs_are_injective_beside_the_other_sources() -> None:
     refs = [
         WorkItemRef("jira", f"{s}/{k}", n) for s, k, n in itertools.product(sites, keys, numbers)
     ]
-    refs += [WorkItemRef("local", p, n) for p, n in itertools.product(["jira", "a_b", "a"], numbers)]
+    refs += [
+        WorkItemRef("local", p, n) for p, n in itertools.product(["jira", "a_b", "a"], numbers)
+    ]
     refs += [WorkItemRef("github", "jira/a", n) for n in numbers]
     slugs: dict[str, WorkItemRef] = {}
     for ref in refs:
@@ -107,3 +109,32 @@ def test_jira_slug_and_text_are_injective(a: WorkItemRef, b: WorkItemRef) -> Non
     if a != b:
         assert a.slug() != b.slug()
         assert str(a) != str(b)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_ref)
+def test_a_jira_slug_reads_back_to_its_ref(ref: WorkItemRef) -> None:
+    from loop_dispatch.registry import slug_owner
+
+    assert slug_owner(ref.slug()) == ref
+
+
+def test_foreign_jira_like_slugs_are_not_owned() -> None:
+    from loop_dispatch.registry import slug_owner
+
+    for slug in ("jira_acme_1", "jira_acme_dnet_abc_1", "jira__ABC_1", "jira_a_b_ABC_1"):
+        assert slug_owner(slug) is None, slug
+
+
+def test_a_jira_project_finds_its_clone_by_site_and_key_or_key_alone(tmp_path) -> None:
+    from loop_dispatch.workspace import Workspaces
+
+    by_key, by_site = tmp_path / "k", tmp_path / "s"
+    by_key.mkdir()
+    by_site.mkdir()
+    ws = Workspaces(tmp_path / "wt", {"ABC": by_key, "acme.atlassian.net/OPS": by_site})
+    assert ws.clone_for(WorkItemRef.parse("jira:acme.atlassian.net/ABC-1")) == by_key
+    assert ws.clone_for(WorkItemRef.parse("jira:Acme.atlassian.net/ops-2")) == by_site
+    assert ws.path_for(WorkItemRef.parse("jira:acme.atlassian.net/ABC-1")).name == (
+        "loop-jira_acme_datlassian_dnet_ABC_1"
+    )

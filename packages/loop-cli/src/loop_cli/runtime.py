@@ -78,12 +78,20 @@ def build_launcher(config: Config, config_path: Path | None = None) -> Launcher:
     return pane_launcher(config, config_path)
 
 
-def build_source(config: Config, store: Store) -> Source:
-    """The tracker the poller reads: the local tracker, or GitHub."""
-    if config.tracker == "local":
+def build_sources(config: Config, store: Store) -> list[Source]:
+    """Every tracker the poller reads (`trackers`, else `tracker`), each its own cursor."""
+    return [build_source(config, store, name) for name in config.active_trackers()]
+
+
+def build_source(config: Config, store: Store, tracker: str | None = None) -> Source:
+    """One tracker the poller reads: the local tracker, GitHub or Jira."""
+    tracker = tracker or config.tracker
+    if tracker == "local":
         from .tracker import LocalSource
 
         return LocalSource(store)
+    if tracker == "jira":
+        return build_jira_source(config, store)
     import os
 
     token = os.environ.get(config.github.token_env)
@@ -106,6 +114,54 @@ def build_source(config: Config, store: Store) -> Source:
         authorized_actors=list(config.authorized_actors),
         store=store,
         session_per_pr=config.github.session_per_pr,
+    )
+
+
+def jira_client(config: Config) -> Any:
+    """A JiraClient for `jira.*`, or ConfigError naming the variable that is not set."""
+    jira = config.jira
+    token = os.environ.get(jira.token_env)
+    if not token:
+        raise ConfigError(
+            [
+                "tracker jira: the token variable "
+                f"jira.tokenEnv={shown(jira.token_env)} is not set in this environment"
+            ]
+        )
+    email = None
+    if jira.deployment == "cloud":
+        email = os.environ.get(jira.email_env or "")
+        if not email:
+            raise ConfigError(
+                [
+                    "tracker jira: the e-mail variable "
+                    f"jira.emailEnv={shown(jira.email_env or '')} is not set in this environment"
+                ]
+            )
+    from .jira.client import JiraClient
+
+    return JiraClient(jira.base_url(), jira.deployment, token, email)
+
+
+def build_jira_source(config: Config, store: Store) -> Source:
+    """The Jira source of `jira.*` (docs/jira.md)."""
+    jira = config.jira
+    if jira.site is None or not jira.projects:
+        raise ConfigError(["tracker jira: jira.site and jira.projects are required"])
+    client = jira_client(config)
+    from .github.source import registry_active_items
+    from .jira.source import JiraSource, token_fingerprint
+
+    secret = os.environ.get(jira.token_env, "")
+    return JiraSource(
+        client,
+        jira.site,
+        list(jira.projects),
+        jira.trigger_label,
+        list(config.authorized_actors),
+        token_fingerprint=token_fingerprint(jira.base_url(), secret),
+        active_items=lambda: registry_active_items(store),
+        margin=jira.margin_seconds,
     )
 
 
@@ -135,7 +191,7 @@ class Runtime:
         self.state_dir: Path = self.config.effective_state_dir()
         self.lock_dir: Path = self.state_dir / "locks"
         self._opened: list[Any] = []
-        self._source: Source | None = None
+        self._sources: list[Source] | None = None
 
     @property
     def has_state(self) -> bool:
@@ -492,12 +548,16 @@ class Runtime:
         return RestartDeps(**values)
 
     def source(self) -> Source:
-        """The configured source, built once per process: it keeps HTTP connections."""
-        if self._source is None:
-            self._source = build_source(self.config, self.store)
-            if hasattr(self._source, "close"):
-                self._opened.append(self._source)
-        return self._source
+        """The first configured source (the only one unless `trackers` lists several)."""
+        return self.sources()[0]
+
+    def sources(self) -> list[Source]:
+        """The configured sources, built once per process: they keep HTTP connections."""
+        if self._sources is None:
+            built = build_sources(self.config, self.store)
+            self._opened.extend(s for s in built if hasattr(s, "close"))
+            self._sources = built
+        return self._sources
 
     def close(self) -> None:
         for obj in reversed(self._opened):
