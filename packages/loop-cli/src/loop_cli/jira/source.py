@@ -248,7 +248,9 @@ class JiraSource:
         state.polled_at = _iso(now)
         baseline = []
         for issue in issues:
-            state.watched[issue.key] = _iso(now)
+            # Jira's clock, not ours, dates its comments: whatever it wrote up to this
+            # issue's last update is history, however the two clocks differ.
+            state.watched[issue.key] = _iso(max(now, issue.updated))
             state.seen[issue.key] = issue.updated_raw
             baseline.append(opened_delivery_id(issue.ref, issue.updated))
         return PollBatch([], state.dump(), baseline=baseline, errors=errors)
@@ -305,7 +307,9 @@ class JiraSource:
             try:
                 for issue in self._query(current, window, zone, open_only):
                     found[issue.key] = issue
-            except (AuthError, NotFound) as exc:
+            except JiraError as exc:
+                if not _refused(exc):
+                    raise
                 bad = self._refusing(current, exc)
                 good = [p for p in current if p not in bad]
                 errors.extend(bad.values())
@@ -319,7 +323,9 @@ class JiraSource:
             own_window = datetime.fromisoformat(base) if base else None
             try:
                 issues = self._query([project], own_window, zone, open_only or own_window is None)
-            except (AuthError, NotFound) as exc:
+            except JiraError as exc:
+                if not _refused(exc):
+                    raise
                 errors.append(f"jira project {project}: {_short(exc)}")
                 continue
             del state.behind[project]
@@ -469,6 +475,12 @@ def _list(answer: Any, key: str, what: str) -> list[Any]:
     if not isinstance(items, list):
         raise ParseError(f"{what}: Jira left out {key!r}")
     return items
+
+
+def _refused(exc: JiraError) -> bool:
+    """Jira refusing a project: 401/403/404, or the 400 JQL answers for a project the
+    account cannot see ("The value 'X' does not exist for the field 'project'")."""
+    return not isinstance(exc, RateLimited) and exc.status in (400, 401, 403, 404)
 
 
 def _short(exc: JiraError) -> str:
