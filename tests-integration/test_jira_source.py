@@ -216,3 +216,38 @@ def test_the_openapi_check_bites() -> None:
     assert violations("GET", "/rest/api/3/issues", {}, b"")
     bad_body = b'{"body": {"type": "doc", "version": 1, "content": []}, "visibility": 5}'
     assert violations("POST", "/rest/api/3/issue/ABC-1/comment", {}, bad_body)
+
+
+def test_a_given_up_jira_comment_gets_a_marked_reply_and_control_words_an_answer(
+    rig: Rig,
+) -> None:
+    from types import SimpleNamespace
+
+    from loop_cli.jira.acks import JiraAcks
+    from loop_dispatch import WorkItemRef
+
+    rig.cycle()
+    key = rig.fake.open_issue("ABC", "gives up", labels=("the-loop",))
+    rig.cycle()
+    cid = rig.fake.comment(key, "do it", author=ALICE)
+    rig.cycle()
+    (entry,) = [e for e in rig.store.inbox.entries(("pending",)) if e.event.comment_id]
+    failures: list[tuple[str, str]] = []
+    acks = JiraAcks(rig.source.post_comment, on_failed=lambda r, e: failures.append((r, e)))
+    outcome = SimpleNamespace(reason="harness_missing")
+    acks.on_settled(SimpleNamespace(entry=entry, state="done", outcome=outcome))  # no reply
+    acks.on_settled(SimpleNamespace(entry=entry, state="given_up", outcome=outcome))
+    ref = WorkItemRef.parse(f"jira:{SITE}/{key}")
+    acks.acknowledge(ref, str(cid), True, "paused")
+    acks.close()
+    assert failures == []
+    mine = [c for c in rig.fake.comments if c.author == "loop-bot"]
+    texts = [c.body if isinstance(c.body, str) else str(c.body) for c in mine]
+    assert len(texts) == 2
+    assert "[the-loop] could not hand comment" in texts[0]
+    assert "harness_missing" in texts[0]
+    assert f"the-loop inbox retry {entry.seq}" in texts[0]
+    assert f"[the-loop] done (comment {cid}): paused" in texts[1]
+    before = len(rig.pending())
+    assert rig.cycle().errors == []
+    assert len(rig.pending()) == before  # the poller never takes them for prompts

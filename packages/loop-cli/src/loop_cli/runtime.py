@@ -302,6 +302,9 @@ class Runtime:
         reactor = self.reactor()
         if reactor is not None:
             on_settled = _both(on_settled, reactor.on_settled)
+        acks = self.jira_acks()
+        if acks is not None:
+            on_settled = _both(on_settled, acks.on_settled)
         host = self.host_lease()
         return Drain(
             self.store,
@@ -348,6 +351,37 @@ class Runtime:
             self._opened.append(reactor)
         self.__dict__["_reactor"] = reactor
         return reactor
+
+    def jira_acks(self) -> Any:
+        """Acknowledgements on Jira (marked comments), when Jira is a tracker and its
+        credentials are at hand; None otherwise. Built once; closed with the runtime."""
+        if "_jira_acks" in self.__dict__:
+            return self.__dict__["_jira_acks"]
+        acks = None
+        jira_source = next((s for s in self._jira_sources() if hasattr(s, "post_comment")), None)
+        if jira_source is not None:
+            from .jira.acks import JiraAcks
+
+            def failed(ref: str, error: str) -> None:
+                self.event_log.emit(
+                    "jira.ack_failed",
+                    level="warning",
+                    source=EVENT_SOURCE,
+                    detail={"workItem": ref, "error": error},
+                )
+
+            acks = JiraAcks(jira_source.post_comment, on_failed=failed)
+            self._opened.append(acks)
+        self.__dict__["_jira_acks"] = acks
+        return acks
+
+    def _jira_sources(self) -> list[Source]:
+        if "jira" not in self.config.active_trackers():
+            return []
+        try:
+            return [s for s in self.sources() if s.name == "jira"]
+        except ConfigError:  # no credentials here: nothing to acknowledge with
+            return []
 
     @cached_property
     def workspaces(self) -> Any:
