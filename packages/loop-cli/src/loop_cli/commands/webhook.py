@@ -72,8 +72,8 @@ def _own_login(rt: Runtime) -> str | None:
 
 
 def _jira_route(rt: Runtime, insecure: bool, host: str, route: bool) -> Any:
-    """`/jira-webhook` when Jira is one of the trackers (docs/jira.md), else None. Its
-    secret is Jira's own (`jira.webhookSecretEnv`), never GitHub's."""
+    """`/jira-webhook` when Jira is one of the trackers and its webhook secret is set
+    (docs/jira.md), else None. Its secret is Jira's own (`jira.webhookSecretEnv`)."""
     cfg = rt.config
     if "jira" not in cfg.active_trackers():
         return None
@@ -81,6 +81,8 @@ def _jira_route(rt: Runtime, insecure: bool, host: str, route: bool) -> Any:
     from ..runtime import jira_client
     from ..webhook.app import JiraRoute
 
+    if not insecure and not os.environ.get(cfg.jira.webhook_secret_env):
+        return None  # optional: no Jira secret, no Jira route (Jira's own is never reused)
     secret = resolve_secret(cfg.jira.webhook_secret_env, insecure, host, "jira.webhookSecretEnv")
     client = jira_client(cfg)
     rt._opened.append(client)
