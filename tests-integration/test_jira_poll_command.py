@@ -124,3 +124,29 @@ def test_github_and_jira_side_by_side(both) -> None:
     secrets = (GH_TOKEN, jira.bot.token)
     for out in (first, second, listed, status):
         assert not any(s in out.stdout + out.stderr for s in secrets)
+
+
+def test_sessions_start_checks_the_jira_issue(both) -> None:
+    runner, _gh, jira = both
+    done = jira.open_issue("ABC", "Finished")
+    jira.set_status(done, "done")
+    refused = runner.run("sessions", "start", f"jira:{SITE}/{done}")
+    assert refused.returncode == 2
+    assert "is done on Jira" in refused.stderr
+    missing = runner.run("sessions", "start", f"jira:{SITE}/ABC-99")
+    assert missing.returncode == 2
+    assert f"no Jira issue jira:{SITE}/ABC-99" in missing.stderr
+    elsewhere = runner.run("sessions", "start", "jira:other.example.com/ABC-1")
+    assert elsewhere.returncode == 2
+    assert "not on this config's Jira site" in elsewhere.stderr
+    assert runner.run().returncode == 0  # the poller's first look
+    key = jira.open_issue("ABC", "Unlabeled but wanted")
+    started = runner.run("sessions", "start", f"jira:{SITE}/{key}")
+    assert started.returncode == 0, started.stderr
+    assert wait_for(lambda: any("sessions start" in t for t in runner.texts()))
+    # Started by hand, it is watched: an authorized comment reaches it, and no opening
+    # is pasted after the session's own start.
+    jira.comment(key, "Now with a session.", author="712020:alice")
+    assert runner.run().returncode == 0
+    assert wait_for(lambda: any("Now with a session." in t for t in runner.texts()))
+    assert not any("Unlabeled but wanted" in t for t in runner.texts())

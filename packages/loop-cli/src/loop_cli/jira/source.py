@@ -270,12 +270,14 @@ class JiraSource:
             if state.seen.get(issue.key) == issue.updated_raw:
                 continue  # unchanged since the previous look
             was = issue.key in state.watched
-            labeled = self.trigger_label in issue.labels or issue.key in active
+            started = active.get(issue.key)
+            labeled = self.trigger_label in issue.labels or started is not None
             if issue.done and was:
                 events.append(self._closed(issue))
             if not issue.done and labeled and not was:
-                events.append(self._opened(issue))
-                started = active.get(issue.key)
+                # A session started by hand already began with its own prompt: no opening.
+                if started is None:
+                    events.append(self._opened(issue))
                 state.watched[issue.key] = _iso(started if started else looked)
             if was or (labeled and not issue.done):
                 after = datetime.fromisoformat(state.watched[issue.key])
