@@ -251,3 +251,17 @@ def test_a_given_up_jira_comment_gets_a_marked_reply_and_control_words_an_answer
     before = len(rig.pending())
     assert rig.cycle().errors == []
     assert len(rig.pending()) == before  # the poller never takes them for prompts
+
+
+def test_a_project_refused_from_the_start_is_baselined_when_it_answers(rig: Rig) -> None:
+    fake = rig.fake
+    old = fake.open_issue("OPS", "There before we could see it", labels=("the-loop",))
+    fake.project("OPS", "403")
+    first = rig.cycle()
+    assert any("jira project OPS: 403" in e for e in first.errors), first.errors
+    fake.project("OPS", "ok")
+    assert rig.cycle().errors == []
+    assert rig.pending() == []  # what it held before is history, as on a first look
+    fake.comment(old, "Now this counts.", author=ALICE)
+    assert rig.cycle().errors == []
+    assert [p[2] for p in rig.pending()] == ["Now this counts."]

@@ -593,6 +593,10 @@ class Runtime:
             self._sources = built
         return self._sources
 
+    def keep_until_closed(self, obj: Any) -> None:
+        """Close `obj` (an HTTP client, a worker) when this runtime closes."""
+        self._opened.append(obj)
+
     def close(self) -> None:
         for obj in reversed(self._opened):
             # Closing at exit must not mask the command's real outcome.

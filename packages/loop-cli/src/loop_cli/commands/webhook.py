@@ -85,7 +85,7 @@ def _jira_route(rt: Runtime, insecure: bool, host: str, route: bool) -> Any:
         return None  # optional: no Jira secret, no Jira route (Jira's own is never reused)
     secret = resolve_secret(cfg.jira.webhook_secret_env, insecure, host, "jira.webhookSecretEnv")
     client = jira_client(cfg)
-    rt._opened.append(client)
+    rt.keep_until_closed(client)
     refetch = JiraRefetch(
         client,
         cfg.jira.site or "",

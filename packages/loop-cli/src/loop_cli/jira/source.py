@@ -42,6 +42,7 @@ from .parse import (
     opened_delivery_id,
     parse_comment,
     parse_issue,
+    parse_time,
 )
 
 __all__ = ["CURSOR_VERSION", "JiraRules", "JiraSource", "comment_event"]
@@ -243,7 +244,7 @@ class JiraSource:
 
     def _first(self, state: _State, own: str, zone: ZoneInfo, now: datetime) -> PollBatch:
         """Learn what is labeled now; its opening and comments so far are history."""
-        issues, errors = self._search(state, None, zone, open_only=True)
+        issues, errors, _ = self._search(state, None, zone, open_only=True)
         state.since = _iso(now)
         state.polled_at = _iso(now)
         baseline = []
@@ -258,7 +259,7 @@ class JiraSource:
     def _cycle(self, state: _State, own: str, zone: ZoneInfo, now: datetime) -> PollBatch:
         since = datetime.fromisoformat(state.since or _iso(now))
         window = since - self._margin
-        issues, errors = self._search(state, window, zone)
+        issues, errors, first_look = self._search(state, window, zone)
         rules = JiraRules.build(self.trigger_label, self.authorized_actors, own)
         active = {ref.jira_key: at for ref, at in self._active().items() if _mine(ref, self)}
         events: list[Event] = []
@@ -269,6 +270,11 @@ class JiraSource:
             newest = max(newest, issue.updated)
             if state.seen.get(issue.key) == issue.updated_raw:
                 continue  # unchanged since the previous look
+            if issue.key in first_look:  # a project refused since the first cycle
+                state.watched[issue.key] = _iso(max(now, issue.updated))
+                state.seen[issue.key] = issue.updated_raw
+                baseline.append(opened_delivery_id(issue.ref, issue.updated))
+                continue
             was = issue.key in state.watched
             started = active.get(issue.key)
             labeled = self.trigger_label in issue.labels or started is not None
@@ -291,7 +297,7 @@ class JiraSource:
             state.seen[issue.key] = issue.updated_raw
         state.since = _iso(newest)
         state.polled_at = _iso(now)
-        floor = (newest - 2 * self._margin).isoformat()
+        floor = newest - 2 * self._margin
         state.seen = {k: v for k, v in state.seen.items() if k in state.watched or _after(v, floor)}
         events.sort(key=lambda e: e.created_at)
         return PollBatch(events, state.dump(), baseline=baseline, errors=errors)
@@ -299,12 +305,15 @@ class JiraSource:
     # ------------------------------------------------------------------ reads
     def _search(
         self, state: _State, window: datetime | None, zone: ZoneInfo, *, open_only: bool = False
-    ) -> tuple[list[JiraIssue], list[str]]:
-        """The cycle's search (and a lagging project's own, while one lags)."""
+    ) -> tuple[list[JiraIssue], list[str], set[str]]:
+        """The cycle's search (and a lagging project's own, while one lags). The set:
+        issues of a project refused since the first cycle, seen for the first time now
+        (what they hold is history, as on a first cycle)."""
         errors: list[str] = []
         lagging = [p for p in self.projects if p in state.behind]
         current = [p for p in self.projects if p not in state.behind]
         found: dict[str, JiraIssue] = {}
+        first_look: set[str] = set()
         if current:
             try:
                 for issue in self._query(current, window, zone, open_only):
@@ -333,8 +342,10 @@ class JiraSource:
             del state.behind[project]
             for issue in issues:
                 found.setdefault(issue.key, issue)
+                if own_window is None:
+                    first_look.add(issue.key)
         ordered = sorted(found.values(), key=lambda i: (i.updated, i.key))
-        return ordered, errors
+        return ordered, errors, first_look
 
     def _refusing(self, projects: list[str], exc: JiraError) -> dict[str, str]:
         """Which projects Jira refuses, each named (one `GET project/KEY` each, asked
@@ -463,11 +474,10 @@ def _mine(ref: WorkItemRef, source: JiraSource) -> bool:
     return ref.source == "jira" and ref.jira_site == source.site
 
 
-def _after(updated_raw: str, floor: str) -> bool:
+def _after(updated_raw: str, floor: datetime) -> bool:
+    """Is this `updated` recent enough that a window may list the issue again?"""
     try:
-        from .parse import parse_time
-
-        return parse_time(updated_raw, "seen").isoformat() >= floor
+        return parse_time(updated_raw, "seen") >= floor
     except ParseError:
         return False
 
