@@ -132,3 +132,113 @@ def test_jira_unreachable_is_503_and_nothing_is_kept(hook: Hook) -> None:
     answer = hook.post(hook.delivery(key, cid))
     assert answer.status_code == 503
     assert hook.comments() == []
+
+
+@pytest.mark.tmux
+def test_the_receiver_daemon_serves_jira_webhook(tmp_path: Path, tmux_socket: str) -> None:
+    """`the-loop gh-webhook start --route` as a real process: a signed Jira delivery
+    reaches an agent in tmux, and no credential reaches its log."""
+    import os
+    import re
+    import signal
+    import subprocess
+    import sys
+    import threading
+
+    import yaml
+    from integration_support import harness_texts
+
+    from loop_tmux.testing import wait_for
+
+    harness = Path(__file__).resolve().parent / "harness" / "fake_harness.py"
+    convo = tmp_path / "conversations"
+    convo.mkdir()
+    (tmp_path / "work").mkdir()
+    with FakeJira() as fake:
+        fake.project("ABC")
+        config = {
+            "stateDir": str(tmp_path / "state"),
+            "tracker": "jira",
+            "jira": {
+                "site": SITE,
+                "apiUrl": fake.base_url,
+                "emailEnv": "D_JIRA_EMAIL",
+                "tokenEnv": "D_JIRA_TOKEN",
+                "webhookSecretEnv": "D_JIRA_HOOK",
+                "projects": ["ABC"],
+            },
+            "authorizedActors": [f"jira:{ALICE}"],
+            "harness": {
+                "adapter": "claude-code",
+                "binary": str(harness),
+                "cwd": str(tmp_path / "work"),
+                "passEnv": ["FAKE_HARNESS_DIR"],
+                "stateDir": str(tmp_path / "claude"),
+            },
+            "routing": {"tmuxSocket": tmux_socket},
+            "webhook": {"secretEnv": "D_GH_HOOK"},
+        }
+        path = tmp_path / "config.yaml"
+        path.write_text(yaml.safe_dump(config))
+        env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
+        env.update(
+            THE_LOOP_CONFIG=str(path),
+            D_JIRA_EMAIL=fake.bot.email,
+            D_JIRA_TOKEN=fake.bot.token,
+            D_JIRA_HOOK=SECRET.decode(),
+            D_GH_HOOK="github-secret",
+            FAKE_HARNESS_DIR=str(convo),
+            HOME=str(tmp_path),
+        )
+        key = fake.open_issue("ABC", "Hooked", labels=("the-loop",))
+        cid = fake.comment(key, "Straight from the webhook.", author=ALICE)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "loop_cli.main",
+                "gh-webhook",
+                "start",
+                "--route",
+                "--port",
+                "0",
+            ],
+            env=env,
+            stderr=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            text=True,
+        )
+        found, lines, url = threading.Event(), [], []
+
+        def read() -> None:
+            assert proc.stderr is not None
+            for line in proc.stderr:
+                lines.append(line)
+                m = re.search(r"listening on (http://127\.0\.0\.1:\d+)", line)
+                if m:
+                    url.append(m.group(1))
+                    found.set()
+
+        threading.Thread(target=read, daemon=True).start()
+        try:
+            assert found.wait(30), "".join(lines)
+            body = json.dumps(
+                {
+                    "webhookEvent": "comment_created",
+                    "issue": {"key": key},
+                    "comment": {"id": str(cid)},
+                }
+            ).encode()
+            headers = {"Content-Type": "application/json", "X-Hub-Signature": sign(SECRET, body)}
+            answer = httpx.post(f"{url[0]}/jira-webhook", content=body, headers=headers)
+            assert answer.status_code == 202, answer.text
+            assert wait_for(
+                lambda: any("Straight from the webhook." in t for t in harness_texts(convo))
+            )
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=60) == 0, "".join(lines)
+        output = "".join(lines)
+        assert fake.bot.token not in output
+        assert SECRET.decode() not in output
+        assert fake.problems == []
