@@ -265,3 +265,14 @@ def test_a_project_refused_from_the_start_is_baselined_when_it_answers(rig: Rig)
     fake.comment(old, "Now this counts.", author=ALICE)
     assert rig.cycle().errors == []
     assert [p[2] for p in rig.pending()] == ["Now this counts."]
+
+
+def test_a_damaged_cursor_is_said_and_baselined_again(rig: Rig) -> None:
+    rig.cycle()
+    with rig.store.transaction() as conn:
+        conn.execute(
+            "UPDATE cursors SET cursor = ? WHERE source = 'jira'", ('{"v": 1, "since": "x"}',)
+        )
+    report = rig.cycle()
+    assert report.errors == ["jira cursor unreadable (ValueError); baselining again"]
+    assert rig.cycle().errors == []

@@ -116,6 +116,12 @@ class _State:
         obj = json.loads(text)
         if not isinstance(obj, dict) or obj.get("v") != CURSOR_VERSION:
             raise ValueError("unknown cursor version")
+        times = [obj.get("since"), obj.get("polledAt"), obj.get("blockedUntil")]
+        times += list(dict(obj.get("watched") or {}).values())
+        times += [v for v in dict(obj.get("behind") or {}).values() if v]
+        for value in times:
+            if value is not None:
+                datetime.fromisoformat(str(value))  # ValueError: a damaged cursor
         return cls(
             since=obj.get("since"),
             polled_at=obj.get("polledAt"),
