@@ -102,12 +102,20 @@ def test_open_comment_close_and_an_idle_cycle_costs_one_request(rig: Rig) -> Non
         assert idle.errors == []
     assert len(fake.requests) == 3
     assert all(path.endswith(("search/jql", "/search")) for _, path, _, _ in fake.requests)
-    # Done closes it; a comment on the closed issue only reaches a live agent.
-    fake.set_status(key, "done")
+    # Done closes it, by whom the changelog says: an authorized closer's workspace
+    # goes, anyone else's close keeps it for a reopen.
+    fake.set_status(key, "done", by=ALICE)
+    fake.set_status(before, "done", by=MALLORY)
     assert rig.cycle().errors == []
-    entries = rig.store.inbox.entries(("pending",), work_item=f"jira:{SITE}/{key}")
-    kinds = [e.event.kind for e in entries if e.event]
-    assert kinds.count(EventKind.CLOSED) == 1
+    closings = {
+        str(e.event.work_item): e.event
+        for e in rig.store.inbox.entries(("pending",))
+        if e.event and e.event.kind is EventKind.CLOSED
+    }
+    assert len(closings) == 2
+    assert closings[f"jira:{SITE}/{key}"].actor == f"jira:{ALICE}"
+    assert not closings[f"jira:{SITE}/{key}"].keep_workspace
+    assert closings[f"jira:{SITE}/{before}"].keep_workspace
 
 
 def test_the_jql_window_is_in_the_account_zone_and_minute_precise(rig: Rig) -> None:

@@ -92,6 +92,8 @@ class FakeJira:
     requests: list[tuple[str, str, dict[str, str], int]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     jql_seen: list[str] = field(default_factory=list)
+    # Status changes: (key, who, from category, to category, when): the changelog.
+    history: list[tuple[str, str, str, str, datetime]] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _limited: list[str] = field(default_factory=list)  # Retry-After values to answer
     _next_comment: int = 10000
@@ -142,10 +144,13 @@ class FakeJira:
             self.issues[key].labels.add(label)
             self.issues[key].updated = self.now()
 
-    def set_status(self, key: str, category: str) -> None:
+    def set_status(self, key: str, category: str, by: str = "712020:alice") -> None:
         with self._lock:
-            self.issues[key].category = category
-            self.issues[key].updated = self.now()
+            issue = self.issues[key]
+            now = self.now()
+            self.history.append((key, by, issue.category, category, now))
+            issue.category = category
+            issue.updated = now
 
     def comment(self, key: str, text: str, author: str = "712020:alice") -> int:
         with self._lock:
@@ -195,6 +200,32 @@ class FakeJira:
                 "updated": jira_time(issue.updated),
                 "reporter": self._user(issue.reporter),
             },
+        }
+
+    def _changelog(self, key: str) -> dict[str, Any]:
+        names = {"new": "To Do", "indeterminate": "In Progress", "done": "Done"}
+        histories = [
+            {
+                "id": str(n),
+                "author": self._user(who),
+                "created": jira_time(when),
+                "items": [
+                    {
+                        "field": "status",
+                        "fieldtype": "jira",
+                        "fromString": names[old],
+                        "toString": names[new],
+                    }
+                ],
+            }
+            for n, (k, who, old, new, when) in enumerate(self.history)
+            if k == key
+        ]
+        return {
+            "startAt": 0,
+            "maxResults": len(histories),
+            "total": len(histories),
+            "histories": histories,
         }
 
     def _comment_json(self, c: Comment) -> dict[str, Any]:
@@ -291,7 +322,10 @@ class FakeJira:
                 status_code=404,
             )
         if comment_part is None:
-            return JSONResponse(self._issue_json(issue))
+            data = self._issue_json(issue)
+            if "changelog" in query.get("expand", ""):
+                data["changelog"] = self._changelog(key)
+            return JSONResponse(data)
         if comment_id is not None:
             for c in self.comments:
                 if c.key == key and str(c.id) == comment_id:

@@ -36,6 +36,7 @@ from .parse import (
     JiraComment,
     JiraIssue,
     ParseError,
+    actor_of,
     carries_marker,
     closed_delivery_id,
     comment_delivery,
@@ -285,7 +286,7 @@ class JiraSource:
             started = active.get(issue.key)
             labeled = self.trigger_label in issue.labels or started is not None
             if issue.done and was:
-                events.append(self._closed(issue))
+                events.append(self._closed(issue, rules))
             if not issue.done and labeled and not was:
                 # A session started by hand already began with its own prompt: no opening.
                 if started is None:
@@ -451,19 +452,52 @@ class JiraSource:
             created_at=issue.updated,
         )
 
-    def _closed(self, issue: JiraIssue) -> Event:
-        # The search does not say who moved it to Done: the workspace is kept, as for a
-        # close by someone unknown on GitHub (a reopen resumes where the agent was).
+    def _closed(self, issue: JiraIssue, rules: JiraRules) -> Event:
+        """A watched issue moved to Done, with who moved it: the search does not say,
+        the issue's changelog does (one request per closing of a watched item). A close
+        by someone who is not an authorized actor, or unknown, keeps the workspace, so a
+        reopen resumes where the agent was (as on GitHub)."""
+        closer = self._closer(issue)
         return Event(
             delivery_id=closed_delivery_id(issue.ref, issue.updated),
             work_item=issue.ref,
             kind=EventKind.CLOSED,
-            actor="",
+            actor=closer,
             body="",
             url=f"{self._base()}/browse/{issue.key}",
             created_at=issue.updated,
-            keep_workspace=True,
+            keep_workspace=closer not in rules.authorized,
         )
+
+    def _closer(self, issue: JiraIssue) -> str:
+        """Who last changed the issue's status (`expand=changelog`), "" when Jira does
+        not say or does not answer (the closing is queued either way)."""
+        try:
+            answer = self.client.get(
+                f"issue/{issue.key}", {"fields": "status", "expand": "changelog"}
+            )
+        except JiraError:
+            return ""
+        changelog = answer.get("changelog") if isinstance(answer, dict) else None
+        histories = changelog.get("histories") if isinstance(changelog, dict) else None
+        if not isinstance(histories, list):
+            return ""
+        moves = [
+            h
+            for h in histories
+            if isinstance(h, dict)
+            and isinstance(h.get("created"), str)
+            and any(
+                isinstance(i, dict) and i.get("field") == "status" for i in h.get("items") or []
+            )
+        ]
+        if not moves:
+            return ""
+        try:
+            last = max(moves, key=lambda h: parse_time(h["created"], "changelog created"))
+        except ParseError:
+            return ""
+        return actor_of(last.get("author"))
 
 
 def token_fingerprint(*parts: str) -> str:
