@@ -39,14 +39,14 @@ def test_near_miss_keys_name_the_key_meant(tmp_path: Path) -> None:
 
 def test_every_problem_gets_its_own_line(tmp_path: Path) -> None:
     problems = _errors(
-        "tracker: jira\npolling: {intervalSeconds: 0}\nwebhook: {port: 70000}\n"
+        "tracker: youtrack\npolling: {intervalSeconds: 0}\nwebhook: {port: 70000}\n"
         "github: {tokenEnv: 'ghp_abc def', repositories: [nope]}\n"
         "routing: {tmuxSocket: 'a/b'}\n",
         tmp_path,
     )
     text = "\n".join(problems)
     assert len(problems) == 6
-    assert "tracker: must be one of 'local' or 'github' (got 'jira')" in text
+    assert "tracker: must be one of 'local', 'github' or 'jira' (got 'youtrack')" in text
     assert "polling.intervalSeconds: must be greater than 0 (got 0)" in text
     assert "webhook.port:" in text
     assert "github.tokenEnv: must be the NAME of an environment variable" in text
@@ -225,12 +225,12 @@ def test_named_config_must_exist(isolated: Path, monkeypatch: pytest.MonkeyPatch
 
 
 def test_cli_config_error_is_one_line_per_problem_exit_2(run_cli, isolated: Path) -> None:
-    bad = _write(isolated / "bad.yaml", "tracker: jira\nbogus: 1\n")
+    bad = _write(isolated / "bad.yaml", "tracker: youtrack\nbogus: 1\n")
     result = run_cli("--config", str(bad), "config", "check")
     assert result.exit_code == 2
     lines = result.stderr.strip().splitlines()
     assert lines == [
-        f"Error: {bad}: tracker: must be one of 'local' or 'github' (got 'jira')",
+        f"Error: {bad}: tracker: must be one of 'local', 'github' or 'jira' (got 'youtrack')",
         f"Error: {bad}: bogus: unknown key",
     ]
     assert "Traceback" not in result.output

@@ -249,7 +249,7 @@ def test_plain_status_without_click_matches_the_click_command(
     config = tmp_path / "c.yaml"
     config.write_text(f"stateDir: {state}\nrouting: {{tmuxSocket: loop-test-none-{os.getpid()}}}\n")
     bad = tmp_path / "bad.yaml"
-    bad.write_text("tracker: jira\nbogus: 1\n")
+    bad.write_text("tracker: youtrack\nbogus: 1\n")
     names = {"config": str(config), "bad": str(bad), "missing": str(tmp_path / "none.yaml")}
     args = [a.format(**names) for a in args]
     assert plain_status(args) is not None

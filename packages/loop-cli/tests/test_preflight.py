@@ -407,3 +407,25 @@ def test_another_user_gets_one_line_not_a_traceback(write_config, isolated) -> N
         assert "permission denied" in line
     finally:
         shutil.rmtree(shared, ignore_errors=True)
+
+
+def test_a_jira_project_without_a_clone_is_named(run_cli, write_config, isolated):
+    write_config(
+        {
+            "stateDir": str(isolated / "state"),
+            "trackers": ["jira"],
+            "jira": {
+                "site": "acme.atlassian.net",
+                "emailEnv": "JIRA_EMAIL",
+                "projects": ["ABC", "OPS", "WEB"],
+            },
+            "workspace": {
+                "mode": "worktree",
+                "repositories": {"ABC": str(isolated), "acme.atlassian.net/OPS": str(isolated)},
+            },
+        }
+    )
+    result = run_cli("config", "check")
+    warnings = [line for line in result.output.splitlines() if line.startswith("warning: ")]
+    assert len(warnings) == 1, warnings
+    assert "no clone for Jira project WEB" in warnings[0]

@@ -55,6 +55,39 @@ def _owner_repo(value: list[str]) -> None:
             raise ValueError(f"{repo!r} is not OWNER/REPO")
 
 
+def _jira_site(value: str) -> None:
+    from loop_dispatch import RefError, WorkItemRef
+
+    try:
+        WorkItemRef("jira", f"{value}/KEY", 1)
+    except RefError:
+        raise ValueError(
+            f"{value[:100]!r} is not a Jira site host name (e.g. acme.atlassian.net)"
+        ) from None
+
+
+def _jira_projects(value: list[str]) -> None:
+    from loop_dispatch import RefError, WorkItemRef
+
+    for key in value:
+        try:
+            WorkItemRef("jira", f"site/{key}", 1)
+        except RefError:
+            raise ValueError(
+                f"{key[:100]!r} is not a Jira project key (a letter, then letters, digits, '_')"
+            ) from None
+
+
+def _jira_label(value: str) -> None:
+    if not value or any(ch.isspace() for ch in value) or len(value) > 255:
+        raise ValueError("must be a Jira label: 1-255 characters, no spaces")
+
+
+def _http_url(value: str) -> None:
+    if not value.startswith(("https://", "http://")):
+        raise ValueError("must be an http(s):// URL")
+
+
 def _socket_name(value: str) -> None:
     if not value or not set(value) <= _TMUX_SOCKET_CHARS:
         raise ValueError("must be a tmux -L socket name: letters, digits, '.', '_', '-'")
@@ -88,6 +121,39 @@ class GitHubConfig(_Section, frozen=True, kw_only=True):
     # React on the triggering comment (eyes: delivered; rocket: in the conversation;
     # confused + one comment: given up), so the commenter sees it arrived.
     reactions: bool = True
+
+
+TrackerName = Literal["local", "github", "jira"]
+
+
+class JiraConfig(_Section, frozen=True, kw_only=True):
+    """Jira as a ticket source (docs/jira.md). Cloud authenticates with an account's
+    e-mail and API token (basic auth); Data Center with a personal access token (bearer).
+    `site` names the items (`jira:SITE/KEY-N`); `apiUrl` (default https://SITE) is where
+    the REST API answers."""
+
+    site: Annotated[str, Rule(_jira_site)] | None = None
+    deployment: Literal["cloud", "data-center"] = "cloud"
+    email_env: EnvName | None = None
+    token_env: EnvName = "JIRA_API_TOKEN"  # noqa: S105 (a variable NAME)
+    projects: Annotated[list[str], Rule(_jira_projects)] = []
+    trigger_label: Annotated[str, Rule(_jira_label)] = "the-loop"
+    api_url: Annotated[str, Rule(_http_url)] | None = None
+    # The receiver's /jira-webhook route checks Jira's webhook secret kept in this variable.
+    webhook_secret_env: EnvName = "THE_LOOP_JIRA_WEBHOOK_SECRET"  # noqa: S105 (a NAME)
+    # How far back each JQL window reaches behind the cursor (Jira's `updated` is
+    # minute-precise in JQL, and its search index lags a little).
+    margin_seconds: Annotated[Seconds, Meta(ge=60, le=3600)] = 120.0
+
+    def _cross_keys(self) -> None:
+        if self.deployment == "cloud" and self.email_env is None and self.site is not None:
+            raise ValueError("deployment cloud needs emailEnv (basic auth: e-mail + API token)")
+        if self.deployment == "data-center" and self.email_env is not None:
+            raise ValueError("emailEnv is for deployment cloud; data-center uses a bearer PAT")
+
+    def base_url(self) -> str:
+        """Where the REST API answers: `apiUrl`, else https://SITE."""
+        return (self.api_url or f"https://{self.site}").rstrip("/")
 
 
 class HarnessConfig(_Section, frozen=True, kw_only=True):
@@ -361,8 +427,12 @@ class Config(_Section, frozen=True, kw_only=True):
     state_dir: Path | None = None
     store: StoreConfig = msgspec.field(default_factory=StoreConfig)
     host: HostConfig = msgspec.field(default_factory=HostConfig)
-    tracker: Literal["local", "github"] = "local"
+    tracker: TrackerName = "local"
+    # Several trackers read side by side (each with its own cursor); when given, it is
+    # the list read, and `tracker` (if set) must be one of them.
+    trackers: list[TrackerName] = []
     github: GitHubConfig = msgspec.field(default_factory=GitHubConfig)
+    jira: JiraConfig = msgspec.field(default_factory=JiraConfig)
     authorized_actors: list[str] = []
     harness: HarnessConfig = msgspec.field(default_factory=HarnessConfig)
     routing: RoutingConfig = msgspec.field(default_factory=RoutingConfig)
@@ -378,20 +448,38 @@ class Config(_Section, frozen=True, kw_only=True):
     notify: NotifyConfig = msgspec.field(default_factory=NotifyConfig)
 
     def _cross_keys(self) -> None:
-        if self.tracker == "github" and not self.github.repositories:
+        if len(set(self.trackers)) != len(self.trackers):
+            raise ValueError("trackers lists a tracker twice")
+        if self.trackers and self.tracker != "local" and self.tracker not in self.trackers:
+            raise ValueError(f"tracker {self.tracker} is not one of trackers {self.trackers}")
+        active = self.active_trackers()
+        if "github" in active and not self.github.repositories:
             raise ValueError("tracker github needs at least one github.repositories entry")
+        if "jira" in active and (self.jira.site is None or not self.jira.projects):
+            raise ValueError("tracker jira needs jira.site and at least one jira.projects key")
         # issue 10: the daemon's credentials never reach an agent, even when asked.
+        credentials = (
+            self.github.token_env,
+            self.webhook.secret_env,
+            self.jira.token_env,
+            self.jira.email_env,
+            self.jira.webhook_secret_env,
+        )
         for name in self.harness.pass_env:
-            if name in (self.github.token_env, self.webhook.secret_env):
+            if name in credentials:
                 raise ValueError(
                     f"harness.passEnv: {shown(name)} is a credential of the daemon "
-                    "(github.tokenEnv / webhook.secretEnv) and never reaches an agent"
+                    "(github.tokenEnv / webhook.secretEnv / jira.*Env) and never reaches an agent"
                 )
             if name in (self.notify.slack_url_env, self.notify.webhook_secret_env):
                 raise ValueError(
                     f"harness.passEnv: {shown(name)} is a credential of the daemon "
                     "(notify.slackUrlEnv / notify.webhookSecretEnv) and never reaches an agent"
                 )
+
+    def active_trackers(self) -> list[str]:
+        """The trackers the poller reads: `trackers` when given, else `tracker`."""
+        return list(self.trackers) if self.trackers else [self.tracker]
 
     def max_attempts(self) -> int:
         """delivery.maxAttempts, else its alias polling.maxRetries, else 3."""
@@ -568,6 +656,10 @@ def effective(loaded: LoadedConfig) -> dict[str, Any]:
         harness["argv"], harness["resumeArgv"] = fresh, resume
     data["github"]["tokenEnv"] = _env_state(cfg.github.token_env)
     data["webhook"]["secretEnv"] = _env_state(cfg.webhook.secret_env)
+    data["jira"]["tokenEnv"] = _env_state(cfg.jira.token_env)
+    data["jira"]["webhookSecretEnv"] = _env_state(cfg.jira.webhook_secret_env)
+    if cfg.jira.email_env is not None:
+        data["jira"]["emailEnv"] = _env_state(cfg.jira.email_env)
     if cfg.store.password_env is not None:
         data["store"]["passwordEnv"] = _env_state(cfg.store.password_env)
     return data

@@ -61,11 +61,27 @@ def stale_after(interval: float) -> float:
 
 
 def run_cycle(rt: Runtime) -> CycleReport:
-    """One poll cycle: read the configured source and commit what it found to the inbox
-    (raises on a store/config failure). Dispatch is the drain's."""
+    """One poll cycle: read each configured source and commit what it found to the inbox
+    (raises on a store/config failure). Dispatch is the drain's. Several trackers: each
+    commits its own batch and cursor; the report adds them up."""
     from loop_dispatch.poll import run_poll_cycle
 
-    return run_poll_cycle(rt.store, rt.source(), rt.event_log)
+    reports = [run_poll_cycle(rt.store, source, rt.event_log) for source in rt.sources()]
+    return merged_report(reports)
+
+
+def merged_report(reports: list[CycleReport]) -> CycleReport:
+    """One report of several sources' cycles (`github+jira`); one source's as it is."""
+    from loop_dispatch import CycleReport
+
+    if len(reports) == 1:
+        return reports[0]
+    return CycleReport(
+        source="+".join(r.source for r in reports),
+        new=sum(r.new for r in reports),
+        baselined=sum(r.baselined for r in reports),
+        errors=[e for r in reports for e in r.errors],
+    )
 
 
 def drain_once(

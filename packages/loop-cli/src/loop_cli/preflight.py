@@ -152,7 +152,7 @@ def _workspaces(config: Config) -> list[Finding]:
         return []
     found: list[Finding] = []
     clones = {k.lower() for k in ws.repositories}
-    if config.tracker == "github":
+    if "github" in config.active_trackers():
         for repo in config.github.repositories:
             if repo.lower() not in clones:
                 found.append(
@@ -160,6 +160,17 @@ def _workspaces(config: Config) -> list[Finding]:
                         "workspace.repositories",
                         f"no clone for {repo} (listed in github.repositories); its items "
                         "could not get a worktree",
+                    )
+                )
+    if "jira" in config.active_trackers():
+        site = (config.jira.site or "").lower()
+        for key in config.jira.projects:
+            if key.lower() not in clones and f"{site}/{key}".lower() not in clones:
+                found.append(
+                    Finding(
+                        "workspace.repositories",
+                        f"no clone for Jira project {key} (listed in jira.projects; key "
+                        f"{key} or {site}/{key}); its items could not get a worktree",
                     )
                 )
     for project, clone in ws.repositories.items():

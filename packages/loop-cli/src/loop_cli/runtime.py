@@ -78,12 +78,20 @@ def build_launcher(config: Config, config_path: Path | None = None) -> Launcher:
     return pane_launcher(config, config_path)
 
 
-def build_source(config: Config, store: Store) -> Source:
-    """The tracker the poller reads: the local tracker, or GitHub."""
-    if config.tracker == "local":
+def build_sources(config: Config, store: Store) -> list[Source]:
+    """Every tracker the poller reads (`trackers`, else `tracker`), each its own cursor."""
+    return [build_source(config, store, name) for name in config.active_trackers()]
+
+
+def build_source(config: Config, store: Store, tracker: str | None = None) -> Source:
+    """One tracker the poller reads: the local tracker, GitHub or Jira."""
+    tracker = tracker or config.tracker
+    if tracker == "local":
         from .tracker import LocalSource
 
         return LocalSource(store)
+    if tracker == "jira":
+        return build_jira_source(config, store)
     import os
 
     token = os.environ.get(config.github.token_env)
@@ -106,6 +114,54 @@ def build_source(config: Config, store: Store) -> Source:
         authorized_actors=list(config.authorized_actors),
         store=store,
         session_per_pr=config.github.session_per_pr,
+    )
+
+
+def jira_client(config: Config) -> Any:
+    """A JiraClient for `jira.*`, or ConfigError naming the variable that is not set."""
+    jira = config.jira
+    token = os.environ.get(jira.token_env)
+    if not token:
+        raise ConfigError(
+            [
+                "tracker jira: the token variable "
+                f"jira.tokenEnv={shown(jira.token_env)} is not set in this environment"
+            ]
+        )
+    email = None
+    if jira.deployment == "cloud":
+        email = os.environ.get(jira.email_env or "")
+        if not email:
+            raise ConfigError(
+                [
+                    "tracker jira: the e-mail variable "
+                    f"jira.emailEnv={shown(jira.email_env or '')} is not set in this environment"
+                ]
+            )
+    from .jira.client import JiraClient
+
+    return JiraClient(jira.base_url(), jira.deployment, token, email)
+
+
+def build_jira_source(config: Config, store: Store) -> Source:
+    """The Jira source of `jira.*` (docs/jira.md)."""
+    jira = config.jira
+    if jira.site is None or not jira.projects:
+        raise ConfigError(["tracker jira: jira.site and jira.projects are required"])
+    client = jira_client(config)
+    from .github.source import registry_active_items
+    from .jira.source import JiraSource, token_fingerprint
+
+    secret = os.environ.get(jira.token_env, "")
+    return JiraSource(
+        client,
+        jira.site,
+        list(jira.projects),
+        jira.trigger_label,
+        list(config.authorized_actors),
+        token_fingerprint=token_fingerprint(jira.base_url(), secret),
+        active_items=lambda: registry_active_items(store),
+        margin=jira.margin_seconds,
     )
 
 
@@ -135,7 +191,7 @@ class Runtime:
         self.state_dir: Path = self.config.effective_state_dir()
         self.lock_dir: Path = self.state_dir / "locks"
         self._opened: list[Any] = []
-        self._source: Source | None = None
+        self._sources: list[Source] | None = None
 
     @property
     def has_state(self) -> bool:
@@ -258,6 +314,9 @@ class Runtime:
         reactor = self.reactor()
         if reactor is not None:
             on_settled = _both(on_settled, reactor.on_settled)
+        acks = self.jira_acks()
+        if acks is not None:
+            on_settled = _both(on_settled, acks.on_settled)
         host = self.host_lease()
         return Drain(
             self.store,
@@ -304,6 +363,37 @@ class Runtime:
             self._opened.append(reactor)
         self.__dict__["_reactor"] = reactor
         return reactor
+
+    def jira_acks(self) -> Any:
+        """Acknowledgements on Jira (marked comments), when Jira is a tracker and its
+        credentials are at hand; None otherwise. Built once; closed with the runtime."""
+        if "_jira_acks" in self.__dict__:
+            return self.__dict__["_jira_acks"]
+        acks = None
+        jira_source = next((s for s in self._jira_sources() if hasattr(s, "post_comment")), None)
+        if jira_source is not None:
+            from .jira.acks import JiraAcks
+
+            def failed(ref: str, error: str) -> None:
+                self.event_log.emit(
+                    "jira.ack_failed",
+                    level="warning",
+                    source=EVENT_SOURCE,
+                    detail={"workItem": ref, "error": error},
+                )
+
+            acks = JiraAcks(jira_source.post_comment, on_failed=failed)
+            self._opened.append(acks)
+        self.__dict__["_jira_acks"] = acks
+        return acks
+
+    def _jira_sources(self) -> list[Source]:
+        if "jira" not in self.config.active_trackers():
+            return []
+        try:
+            return [s for s in self.sources() if s.name == "jira"]
+        except ConfigError:  # no credentials here: nothing to acknowledge with
+            return []
 
     @cached_property
     def workspaces(self) -> Any:
@@ -504,12 +594,20 @@ class Runtime:
         return RestartDeps(**values)
 
     def source(self) -> Source:
-        """The configured source, built once per process: it keeps HTTP connections."""
-        if self._source is None:
-            self._source = build_source(self.config, self.store)
-            if hasattr(self._source, "close"):
-                self._opened.append(self._source)
-        return self._source
+        """The first configured source (the only one unless `trackers` lists several)."""
+        return self.sources()[0]
+
+    def sources(self) -> list[Source]:
+        """The configured sources, built once per process: they keep HTTP connections."""
+        if self._sources is None:
+            built = build_sources(self.config, self.store)
+            self._opened.extend(s for s in built if hasattr(s, "close"))
+            self._sources = built
+        return self._sources
+
+    def keep_until_closed(self, obj: Any) -> None:
+        """Close `obj` (an HTTP client, a worker) when this runtime closes."""
+        self._opened.append(obj)
 
     def close(self) -> None:
         for obj in reversed(self._opened):

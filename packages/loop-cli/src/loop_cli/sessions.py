@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .envnames import shown
-from .errors import OperationalError, UsageError
+from .errors import ConfigError, OperationalError, UsageError
 from .fleet import ABSENT, DEAD, LIVE, read_fleet
 
 if TYPE_CHECKING:
@@ -152,19 +152,24 @@ def start(rt: Runtime, ref: WorkItemRef) -> dict[str, Any]:
 
 def _require_tracker(rt: Runtime, ref: WorkItemRef) -> None:
     """A ref of the tracker this config reads; another's could never be updated."""
-    tracker = rt.config.tracker
-    if ref.source != tracker:
+    trackers = rt.config.active_trackers()
+    if ref.source not in trackers:
         where = rt.loaded.path or "the embedded defaults"
         raise UsageError(
-            f"{ref} is a {ref.source} item, but this config's tracker is {tracker} "
-            f"(key tracker in {where})"
+            f"{ref} is a {ref.source} item, but this config's tracker is "
+            f"{'+'.join(trackers)} (key tracker/trackers in {where})"
         )
+    if ref.source == "jira" and ref.jira_site != (rt.config.jira.site or "").lower():
+        raise UsageError(f"{ref} is not on this config's Jira site jira.site={rt.config.jira.site}")
 
 
 def _require_open(rt: Runtime, ref: WorkItemRef) -> None:
     """An item that exists and is open: the local tracker's row, or GitHub's answer."""
     if ref.source == "github":
         _require_open_on_github(rt, ref)
+        return
+    if ref.source == "jira":
+        _require_open_on_jira(rt, ref)
         return
     from .tracker import LocalTracker
 
@@ -203,6 +208,31 @@ def _require_open_on_github(rt: Runtime, ref: WorkItemRef) -> None:
         client.close()
     if isinstance(issue, dict) and issue.get("state") == "closed":
         raise UsageError(f"{ref} is closed on GitHub; a closed item gets no session")
+
+
+def _require_open_on_jira(rt: Runtime, ref: WorkItemRef) -> None:
+    """Ask Jira for the issue: Done or missing is refused (exit 2); Jira not answering
+    is an operational failure (exit 1), nothing started."""
+    from .jira.client import JiraError, NotFound
+    from .jira.parse import ISSUE_FIELDS, ParseError, parse_issue
+    from .runtime import jira_client
+
+    try:
+        client = jira_client(rt.config)
+    except ConfigError as exc:
+        raise UsageError(f"cannot check {ref} on Jira: {exc}") from None
+    try:
+        issue = parse_issue(
+            client.get(f"issue/{ref.jira_key}", {"fields": ISSUE_FIELDS}), ref.jira_site
+        )
+    except NotFound:
+        raise UsageError(f"no Jira issue {ref}") from None
+    except (JiraError, ParseError) as exc:
+        raise OperationalError(f"cannot read {ref} from Jira: {exc}") from None
+    finally:
+        client.close()
+    if issue.done:
+        raise UsageError(f"{ref} is done on Jira; a closed item gets no session")
 
 
 def _waiting_opening(rt: Runtime, ref: WorkItemRef) -> Event | None:

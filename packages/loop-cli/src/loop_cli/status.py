@@ -91,7 +91,7 @@ def collect_status(rt: Runtime, now: datetime | None = None) -> dict[str, Any]:
         "stateExists": rt.has_state,
         "stateReadOnly": rt.state_read_only(),
         "eventLog": str(cfg.event_log_path()),
-        "tracker": cfg.tracker,
+        "tracker": "+".join(cfg.active_trackers()),
         "tmuxSocket": cfg.routing.tmux_socket,
         "services": services,
         "lastPollCycle": (poll_hb.detail.get("lastCycle") if poll_hb else None),

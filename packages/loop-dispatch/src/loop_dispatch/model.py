@@ -1,6 +1,7 @@
 """Work item references and the events the dispatcher acts on.
 
-A work item is named by a ref string (`github:OWNER/REPO#N` or `local:PROJECT#N`).
+A work item is named by a ref string (`github:OWNER/REPO#N`, `local:PROJECT#N` or
+`jira:SITE/KEY-N`).
 Everything derived from it that reaches tmux (the slug, the session name) must be
 injective and tmux-safe, because two tickets sharing a session name would paste one
 ticket's comments into the other's agent.
@@ -35,6 +36,13 @@ MAX_NUMBER = 2**31 - 1
 """The largest item number (GitHub's are 32-bit); one bound for writing and reading."""
 _GITHUB_RE = re.compile(r"github:([^/#]+)/([^/#]+)#(.+)")
 _LOCAL_RE = re.compile(r"local:([^/#]+)#(.+)")
+_JIRA_RE = re.compile(r"jira:([^/#]+)/([^/#-]+)-(.+)")
+# A Jira site is a DNS host name (`acme.atlassian.net`, `jira.example.com`), canonical
+# lower case; a project key is a letter then letters, digits or '_' (Jira's rule),
+# canonical upper case (Jira keys are case-insensitive, issue keys are shown upper).
+_SITE_LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
+_SITE_RE = re.compile(rf"{_SITE_LABEL}(?:\.{_SITE_LABEL})*")
+_KEY_RE = re.compile(r"[A-Z][A-Z0-9_]{0,99}")
 
 # '.' is not tmux-safe (tmux rewrites it to '_' in session names), so names are
 # escaped with a prefix-free code over [A-Za-z0-9_-]: '_' -> '__', '.' -> '_d'.
@@ -42,7 +50,8 @@ _ESCAPES = {"_": "__", ".": "_d"}
 
 
 class RefError(DispatchError, ValueError):
-    """A work item ref that is not `github:OWNER/REPO#N` or `local:PROJECT#N`."""
+    """A work item ref that is not `github:OWNER/REPO#N`, `local:PROJECT#N` or
+    `jira:SITE/KEY-N`."""
 
 
 def _escape(name: str) -> str:
@@ -68,16 +77,18 @@ def _check_number(value: str, text: str) -> int:
 
 @dataclass(frozen=True, order=True)
 class WorkItemRef:
-    """One ticket: `github:OWNER/REPO#N` (project = "OWNER/REPO") or `local:PROJECT#N`.
+    """One ticket: `github:OWNER/REPO#N` (project = "OWNER/REPO"), `local:PROJECT#N`
+    or `jira:SITE/KEY-N` (project = "SITE/KEY", the issue KEY-N on that Jira site).
 
-    GitHub's OWNER/REPO is canonical lower case (docs/security.md, canonical refs).
+    GitHub's OWNER/REPO is canonical lower case (docs/security.md, canonical refs); a
+    Jira site is lower case and its project key upper case.
 
     Build with `parse()`; the constructor validates too, so a ref cannot exist in an
     invalid form (a hand-edited store row is re-validated when read).
     """
 
-    source: str  # "github" | "local"
-    project: str  # "OWNER/REPO" for github, "PROJECT" for local
+    source: str  # "github" | "local" | "jira"
+    project: str  # "OWNER/REPO" for github, "PROJECT" for local, "SITE/KEY" for jira
     number: int
 
     def __post_init__(self) -> None:
@@ -103,12 +114,42 @@ class WorkItemRef:
             _check_name(repo, "repository", text)
         elif self.source == "local":
             _check_name(self.project, "project", text)
+        elif self.source == "jira":
+            self._check_jira(text)
         else:
-            raise RefError(f"invalid work item ref {text!r}: source must be 'github' or 'local'")
+            raise RefError(
+                f"invalid work item ref {text[:200]!r}: source must be 'github', 'local' or 'jira'"
+            )
+
+    def _check_jira(self, text: str) -> None:
+        site, sep, key = self.project.partition("/")
+        site, key = site.lower(), key.upper()
+        if not sep or len(site) > 253 or not _SITE_RE.fullmatch(site):
+            raise RefError(
+                f"invalid work item ref {text[:200]!r}: expected jira:SITE/KEY-N with SITE a "
+                "host name (letters, digits, '-' and '.')"
+            )
+        if not _KEY_RE.fullmatch(key):
+            raise RefError(
+                f"invalid work item ref {text[:200]!r}: project key {key[:100]!r} must be a "
+                "letter then up to 99 letters, digits or '_'"
+            )
+        object.__setattr__(self, "project", f"{site}/{key}")
+
+    @property
+    def jira_site(self) -> str:
+        """The Jira site of a jira ref (`acme.atlassian.net`)."""
+        return self.project.partition("/")[0]
+
+    @property
+    def jira_key(self) -> str:
+        """The Jira issue key of a jira ref (`ABC-12`)."""
+        return f"{self.project.partition('/')[2]}-{self.number}"
 
     @classmethod
     def parse(cls, text: str) -> WorkItemRef:
-        """Parse `github:OWNER/REPO#N` or `local:PROJECT#N`; raise RefError otherwise."""
+        """Parse `github:OWNER/REPO#N`, `local:PROJECT#N` or `jira:SITE/KEY-N`; raise
+        RefError otherwise."""
         if not isinstance(text, str):
             raise RefError(f"invalid work item ref {text!r}: not a string")
         shown = text if len(text) <= 200 else text[:200] + "..."
@@ -120,11 +161,18 @@ class WorkItemRef:
         if m:
             number = _check_number(m.group(2), shown)
             return cls("local", m.group(1), number)
+        m = _JIRA_RE.fullmatch(text)
+        if m:
+            number = _check_number(m.group(3), shown)
+            return cls("jira", f"{m.group(1)}/{m.group(2)}", number)
         raise RefError(
-            f"invalid work item ref {shown!r}: expected github:OWNER/REPO#N or local:PROJECT#N"
+            f"invalid work item ref {shown!r}: expected github:OWNER/REPO#N, local:PROJECT#N "
+            "or jira:SITE/KEY-N"
         )
 
     def __str__(self) -> str:
+        if self.source == "jira":
+            return f"jira:{self.project}-{self.number}"
         return f"{self.source}:{self.project}#{self.number}"
 
     def slug(self) -> str:
@@ -133,10 +181,16 @@ class WorkItemRef:
         `gh_OWNER_REPO_N` / `local_PROJECT_N`. An owner never holds '_', N never does,
         and names are escaped with a prefix-free code, so the parts can be read back
         unambiguously: `github:a-b/c#1` -> `gh_a-b_c_1`, `github:a/b-c#1` -> `gh_a_b-c_1`.
+        `jira:acme.atlassian.net/ABC-7` -> `jira_acme_datlassian_dnet_ABC_7`: an escaped
+        site's '_' is followed by 'd' or '_', the separator by the key's capital letter;
+        the key's own '_' are doubled and the last separator is followed by a digit.
         """
         if self.source == "github":
             owner, _, repo = self.project.partition("/")
             return f"gh_{owner}_{_escape(repo)}_{self.number}"
+        if self.source == "jira":
+            site, _, key = self.project.partition("/")
+            return f"jira_{_escape(site)}_{_escape(key)}_{self.number}"
         return f"local_{_escape(self.project)}_{self.number}"
 
     def tmux_name(self) -> str:

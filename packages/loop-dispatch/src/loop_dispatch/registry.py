@@ -92,6 +92,8 @@ def slug_owner(slug: str) -> WorkItemRef | None:
     """
     source, _, rest = slug.partition("_")
     escaped, _, number = rest.rpartition("_")
+    if source == "jira":
+        return _jira_slug_owner(escaped, number, slug)
     if source == "gh":
         owner, _, escaped = escaped.partition("_")
         project_prefix = owner + "/"
@@ -104,6 +106,23 @@ def slug_owner(slug: str) -> WorkItemRef | None:
         ref = WorkItemRef(
             "github" if source == "gh" else "local", project_prefix + name, int(number)
         )
+    except (RefError, ValueError):
+        return None
+    return ref if ref.slug() == slug else None
+
+
+def _unescape(escaped: str) -> str:
+    return escaped.replace("__", "\0").replace("_d", ".").replace("\0", "_")
+
+
+def _jira_slug_owner(escaped: str, number: str, slug: str) -> WorkItemRef | None:
+    """`<site>_<KEY>`: the site's escapes are `_d`, so the first '_' before a capital
+    letter ends it."""
+    m = re.fullmatch(r"(.*?)_([A-Z].*)", escaped)
+    if m is None:
+        return None
+    try:
+        ref = WorkItemRef("jira", f"{_unescape(m.group(1))}/{_unescape(m.group(2))}", int(number))
     except (RefError, ValueError):
         return None
     return ref if ref.slug() == slug else None

@@ -93,8 +93,9 @@ def _one_line(text: str) -> str:
 class Workspaces:
     """Creates, inspects and removes the per-item worktrees under `root`.
 
-    `repositories` maps a project (`OWNER/REPO` for GitHub, `PROJECT` for local; matched
-    case-insensitively) to its local clone. `base_ref` None means the clone's default
+    `repositories` maps a project (`OWNER/REPO` for GitHub, `PROJECT` for local,
+    `SITE/KEY` or just `KEY` for a Jira project; matched case-insensitively) to its
+    local clone. `base_ref` None means the clone's default
     branch (its remote's HEAD, else its current branch); with `fetch`, a clone that has
     a remote is fetched before a worktree is made (a failed fetch falls back to what is
     already there: a network blip must not stop an agent from starting).
@@ -160,6 +161,8 @@ class Workspaces:
 
     def clone_for(self, ref: WorkItemRef) -> Path:
         clone = self.repositories.get(ref.project.lower())
+        if clone is None and ref.source == "jira":  # a Jira project by its key alone
+            clone = self.repositories.get(ref.project.partition("/")[2].lower())
         if clone is None:
             raise WorkspaceError(
                 f"no local clone for {ref.project} (key workspace.repositories); "

@@ -38,11 +38,12 @@ def _writable_tracker(ctx: click.Context) -> LocalTracker:
     from ..errors import UsageError
 
     loaded = loaded_config(ctx)
-    if loaded.config.tracker != "local":
+    trackers = loaded.config.active_trackers()
+    if "local" not in trackers:
         where = loaded.path or loaded.origin
         raise UsageError(
-            f"tracker is {loaded.config.tracker} in {where}: local items are never polled; "
-            "open or comment on the issue on GitHub (or set tracker: local)"
+            f"tracker is {'+'.join(trackers)} in {where}: local items are never polled; "
+            "open or comment on the issue in its tracker (or set tracker: local)"
         )
     return _tracker(ctx)
 

@@ -135,7 +135,7 @@ def start(ctx: click.Context, cycles: int | None, log_level: str, log_format: st
 
     rt = runtime(ctx)
     preflight(rt)  # no tmux, a missing folder or env file: refuse now, not retry for a day
-    rt.source()  # refuse at once (exit 2) on a source that cannot be built
+    rt.sources()  # refuse at once (exit 2) on a source that cannot be built
     log = daemon_logger()
     # One poller per state dir; SIGHUP is logged and ignored.
     with (
@@ -156,7 +156,7 @@ def start(ctx: click.Context, cycles: int | None, log_level: str, log_format: st
             log.info(
                 "the-loop poller: every %gs, tracker %s, state %s",
                 rt.config.polling.interval_seconds,
-                rt.config.tracker,
+                "+".join(rt.config.active_trackers()),
                 rt.state_dir,
             )
 

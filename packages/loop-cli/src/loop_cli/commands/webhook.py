@@ -32,8 +32,10 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def resolve_secret(env_name: str, insecure: bool, host: str) -> bytes | None:
-    """The secret's bytes from the variable named by `webhook.secretEnv`, or a refusal."""
+def resolve_secret(
+    env_name: str, insecure: bool, host: str, key: str = "webhook.secretEnv"
+) -> bytes | None:
+    """The secret's bytes from the variable named by `key`, or a refusal."""
     if insecure:
         if not is_loopback(host):
             raise UsageError(
@@ -43,7 +45,7 @@ def resolve_secret(env_name: str, insecure: bool, host: str) -> bytes | None:
     value = os.environ.get(env_name, "")
     if not value:
         raise UsageError(
-            f"webhook secret: the variable webhook.secretEnv={shown(env_name)} is not set or "
+            f"webhook secret: the variable {key}={shown(env_name)} is not set or "
             "empty; set it to the webhook's secret (or pass --insecure-no-signature on a "
             "loopback host)"
         )
@@ -67,6 +69,32 @@ def _own_login(rt: Runtime) -> str | None:
         client.close()
     login = user.get("login") if isinstance(user, dict) else None
     return login if isinstance(login, str) else None
+
+
+def _jira_route(rt: Runtime, insecure: bool, host: str, route: bool) -> Any:
+    """`/jira-webhook` when Jira is one of the trackers and its webhook secret is set
+    (docs/jira.md), else None. Its secret is Jira's own (`jira.webhookSecretEnv`)."""
+    cfg = rt.config
+    if "jira" not in cfg.active_trackers():
+        return None
+    from ..jira.webhook import JiraRefetch
+    from ..runtime import jira_client
+    from ..webhook.app import JiraRoute
+
+    if not insecure and not os.environ.get(cfg.jira.webhook_secret_env):
+        return None  # optional: no Jira secret, no Jira route (Jira's own is never reused)
+    secret = resolve_secret(cfg.jira.webhook_secret_env, insecure, host, "jira.webhookSecretEnv")
+    client = jira_client(cfg)
+    rt.keep_until_closed(client)
+    refetch = JiraRefetch(
+        client,
+        cfg.jira.site or "",
+        list(cfg.jira.projects),
+        cfg.jira.trigger_label,
+        list(cfg.authorized_actors),
+        has_session=_has_session(rt.store) if route else None,
+    )
+    return JiraRoute(secret, refetch)
 
 
 def _has_session(store: Any) -> Any:
@@ -260,6 +288,7 @@ def _start(
         has_session=_has_session(store) if route else None,
         lifespan=lifespan,
         on_reject=(rejected := _rejections(rt)),
+        jira=_jira_route(rt, insecure_no_signature, host, route),
     )
     limits = Limits(
         header_timeout=cfg.webhook.header_timeout_seconds,

@@ -29,6 +29,7 @@ import re
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 from starlette.applications import Starlette
@@ -49,6 +50,7 @@ __all__ = [
     "MAX_JSON_DEPTH",
     "RETRY_AFTER_SECONDS",
     "Accept",
+    "JiraRoute",
     "OnReject",
     "create_app",
     "json_depth",
@@ -89,6 +91,16 @@ class _TooLarge(Exception):
     pass
 
 
+@dataclass(frozen=True)
+class JiraRoute:
+    """The optional `/jira-webhook` route (docs/jira.md): Jira's webhook secret (None:
+    unsigned, loopback only) and the re-fetch that turns (issue key, comment id) into
+    the poller's event (jira/webhook.py `JiraRefetch`)."""
+
+    secret: bytes | None
+    refetch: Callable[[str, str], Any]
+
+
 def _respond(status: int, outcome: str, stats: Counter[str], **extra: Any) -> JSONResponse:
     stats[outcome] += 1
     return JSONResponse({"status": outcome, **extra}, status_code=status)
@@ -120,6 +132,7 @@ def create_app(
     lifespan: Callable[[Starlette], contextlib.AbstractAsyncContextManager[None]] | None = None,
     on_reject: OnReject | None = None,
     answer_within: float = ANSWER_WITHIN_SECONDS,
+    jira: JiraRoute | None = None,
 ) -> Starlette:
     """The receiver. `accept` runs in a worker thread, never on the event loop.
 
@@ -224,11 +237,82 @@ def create_app(
     async def health(request: Request) -> JSONResponse:
         return JSONResponse({"status": "ok", **stats})
 
+    async def receive_jira(request: Request) -> JSONResponse:
+        try:
+            return await _receive_jira(request)
+        except ClientDisconnect:
+            return _answer(400, "rejected", stats, reason="client went away")
+        except Exception as exc:  # never die on input; say what kind of failure it was
+            log.error("jira-webhook: unexpected %s", type(exc).__name__)
+            return _answer(500, "error", stats, reason=type(exc).__name__)
+
+    async def _receive_jira(request: Request) -> JSONResponse:
+        """Jira's delivery: signed body, then only the issue key and comment id are read;
+        the rest is fetched again from Jira and committed before the answer."""
+        from ..jira.webhook import HookError, hook_ids
+
+        if jira is None:  # the route exists only with it
+            return _answer(404, "rejected", stats, reason="no Jira route")
+        declared = request.headers.get("content-length")
+        if declared is not None and (not declared.strip().isdigit() or int(declared) > max_body):
+            return _answer(413, "rejected", stats, reason=f"body over {max_body} bytes")
+        ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if ctype != "application/json":
+            return _answer(415, "rejected", stats, reason="content type must be application/json")
+        try:
+            body = await _read_capped(request, max_body)
+        except _TooLarge:
+            return _answer(413, "rejected", stats, reason=f"body over {max_body} bytes")
+        if jira.secret:
+            signature = request.headers.get("x-hub-signature")
+            if not signature:
+                return _answer(401, "rejected", stats, reason="X-Hub-Signature missing")
+            if not verify_signature(jira.secret, body, signature):
+                return _answer(401, "rejected", stats, reason="signature does not match")
+        if json_depth(body) > MAX_JSON_DEPTH:
+            return _answer(
+                400, "rejected", stats, reason=f"JSON nested deeper than {MAX_JSON_DEPTH}"
+            )
+        try:
+            ids = hook_ids(json.loads(body))
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+            reason = str(exc) if isinstance(exc, HookError) else "body is not valid JSON"
+            return _answer(400, "rejected", stats, reason=reason)
+        if ids is None:
+            return _answer(202, "ignored", stats, reason="not a comment event")
+        key, comment_id = ids
+        identifier = request.headers.get("x-atlassian-webhook-identifier", "").strip()
+        guid = f"jira:{identifier[:_GUID_MAX]}" if identifier else f"jira:{key}:{comment_id}"
+
+        def refetch_and_accept() -> tuple[str, str]:
+            found = jira.refetch(key, comment_id)
+            if found.event is None:
+                return "ignored", found.reason
+            return accept(guid, "jira:comment", found.event), found.event.delivery_id
+
+        loop = asyncio.get_running_loop()
+        pending = loop.run_in_executor(accepts, refetch_and_accept)
+        try:
+            verdict, detail = await asyncio.wait_for(pending, answer_within)
+        except asyncio.TimeoutError:
+            return _busy(f"Jira or the state store did not answer within {answer_within:g}s")
+        except Exception as exc:  # nothing kept: Jira redelivers
+            log.warning("jira-webhook: %s: %s", guid, " ".join(str(exc).split())[:200])
+            if isinstance(exc, (GroundChanged, StoreBusy)):
+                return _busy("the state store could not commit")
+            return _busy(f"the re-fetch from Jira failed ({type(exc).__name__})")
+        if verdict == "ignored":
+            return _answer(202, "ignored", stats, reason=detail)
+        if verdict != "accepted":
+            return _answer(200, "duplicate", stats, delivery=guid)
+        return _answer(202, "accepted", stats, deliveryId=detail)
+
     app = Starlette(
         routes=[
             Route("/", receive, methods=["POST"]),
             Route("/webhook", receive, methods=["POST"]),
             Route("/healthz", health, methods=["GET"]),
+            *([Route("/jira-webhook", receive_jira, methods=["POST"])] if jira else []),
         ],
         lifespan=lifespan,
     )
