@@ -21,9 +21,11 @@ from loop_dispatch.decision import (
     Reopen,
     Seen,
     Settle,
+    SlotVerdict,
     Spawn,
     Start,
     Survival,
+    TakeSlot,
     decide,
 )
 from loop_dispatch.eventlog import EVENT_TYPES
@@ -281,6 +283,118 @@ ROWS = [
         "first spawn without a worktree",
         replace(FIRST, spawned=Spawn.NO_WORKSPACE),
         Settle(Reason.WORKSPACE_FAILED),
+    ),
+    # issue 25: host.maxLive (a slot before a harness starts) and hibernation
+    ("capped host, first spawn: ask for a slot", Facts(capped=True), TakeSlot()),
+    (
+        "capped host, slot granted: first spawn",
+        Facts(capped=True, slot=SlotVerdict.GRANTED),
+        DoSpawn(Start.FIRST),
+    ),
+    (
+        "capped host, full: the event waits for a slot",
+        Facts(capped=True, slot=SlotVerdict.FULL),
+        Settle(Reason.CAPACITY_FULL),
+    ),
+    (
+        "capped host, an event that may not spawn: no slot asked",
+        Facts(capped=True, spawns=False),
+        Settle(Reason.NOT_TAKEN_ON),
+    ),
+    (
+        "capped host, reopen of a gone session: ask for a slot",
+        Facts(capped=True, reopen=True, seen=Seen(DEAD)),
+        TakeSlot(),
+    ),
+    (
+        "capped host, reopen granted: register again",
+        Facts(capped=True, reopen=True, seen=Seen(DEAD), slot=SlotVerdict.GRANTED),
+        Reopen(),
+    ),
+    (
+        "capped host, reopen while full: waits",
+        Facts(capped=True, reopen=True, seen=Seen(DEAD), slot=SlotVerdict.FULL),
+        Settle(Reason.CAPACITY_FULL),
+    ),
+    (
+        "capped host, an active record's dead harness: respawn holds its slot already",
+        replace(RESPAWN, capped=True, prepared=False),
+        PrepareRespawn(),
+    ),
+    (
+        "hibernated: look first, never paste blind",
+        replace(ACTIVE, hibernated=True),
+        Observe(screen=False, reprobe=True),
+    ),
+    (
+        "hibernated, screen-reading adapter: the look reads the screen",
+        replace(ACTIVE, hibernated=True, reads_screen=True),
+        Observe(screen=True, reprobe=True),
+    ),
+    (
+        "hibernated, tmux silent: wait",
+        replace(ACTIVE, hibernated=True, missing_then=UNKNOWN),
+        Settle(Reason.PROBE_UNKNOWN),
+    ),
+    (
+        "hibernated, harness gone: resume it (uncapped)",
+        replace(ACTIVE, hibernated=True, missing_then=DEAD),
+        PrepareRespawn(),
+    ),
+    (
+        "hibernated, an event that may not start an agent: not taken on",
+        replace(ACTIVE, hibernated=True, missing_then=DEAD, spawns=False),
+        Settle(Reason.NOT_TAKEN_ON),
+    ),
+    (
+        "hibernated, capped: waking asks for a slot",
+        replace(ACTIVE, hibernated=True, missing_then=ABSENT, capped=True),
+        TakeSlot(),
+    ),
+    (
+        "hibernated, capped, full: waits",
+        replace(ACTIVE, hibernated=True, missing_then=ABSENT, capped=True, slot=SlotVerdict.FULL),
+        Settle(Reason.CAPACITY_FULL),
+    ),
+    (
+        "hibernated, slot granted: resume",
+        replace(
+            ACTIVE,
+            hibernated=True,
+            missing_then=ABSENT,
+            capped=True,
+            slot=SlotVerdict.GRANTED,
+            prepared=True,
+        ),
+        DoSpawn(Start.RESUME),
+    ),
+    (
+        "hibernated, found live after all: deliver into it",
+        replace(ACTIVE, hibernated=True, missing_then=LIVE, via="reprobe", seen=Seen(LIVE)),
+        Paste(),
+    ),
+    (
+        "hibernated, resumed",
+        replace(
+            ACTIVE,
+            hibernated=True,
+            start=Start.RESUME,
+            spawned=Spawn.SPAWNED,
+            survival=Survival.SURVIVED,
+        ),
+        Settle(Reason.RESPAWNED),
+    ),
+    (
+        "hibernated, its resume met a live occupant: deliver, never spawn twice",
+        replace(
+            ACTIVE,
+            hibernated=True,
+            missing_then=ABSENT,
+            prepared=True,
+            start=Start.RESUME,
+            spawned=Spawn.OCCUPIED_LIVE,
+        ),
+        Paste(),
     ),
 ]
 

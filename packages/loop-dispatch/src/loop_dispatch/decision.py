@@ -34,7 +34,9 @@ __all__ = [
     "Settle",
     "Spawn",
     "Start",
+    "SlotVerdict",
     "Survival",
+    "TakeSlot",
     "decide",
 ]
 
@@ -85,6 +87,13 @@ class Spawn(Enum):
     NO_WORKSPACE = "no_workspace"  # the worktree could not be made: nothing was spawned
 
 
+class SlotVerdict(Enum):
+    """What the host's capacity said (`host.maxLive`, capacity.py)."""
+
+    GRANTED = "granted"
+    FULL = "full"  # the host is full, or older items wait for the next slot
+
+
 class Survival(Enum):
     SURVIVED = "survived"
     EXITED = "exited"
@@ -115,6 +124,9 @@ class Facts:
     survival: Survival | None = None
     prepared: bool = False  # the respawn's worktree and resume check are done
     no_resume: str | None = None  # why a respawn cannot resume (None: it can)
+    capped: bool = False  # host.maxLive is set: a harness that starts takes a slot
+    hibernated: bool = False  # the record's harness was ended while idle (issue 25)
+    slot: SlotVerdict | None = None  # the capacity's answer (None: not asked)
 
 
 # -- actions ----------------------------------------------------------------------------
@@ -163,6 +175,11 @@ class Reopen:
 
 
 @dataclass(frozen=True)
+class TakeSlot:
+    """Ask the host's capacity for a slot (held until the record is active)."""
+
+
+@dataclass(frozen=True)
 class Close:
     pass
 
@@ -173,7 +190,16 @@ class Settle:
 
 
 Action = (
-    Observe | Paste | PrepareRespawn | DoSpawn | CheckSurvival | Adopt | Reopen | Close | Settle
+    Observe
+    | Paste
+    | PrepareRespawn
+    | DoSpawn
+    | CheckSurvival
+    | Adopt
+    | Reopen
+    | TakeSlot
+    | Close
+    | Settle
 )
 
 _SUCCESS = {Start.FIRST: Reason.SPAWNED, Start.RESUME: Reason.RESPAWNED}
@@ -206,8 +232,20 @@ def decide(f: Facts) -> Action:
         # The operator's `say` reaches the agents there are; it never takes an item on.
         if not f.spawns or not f.may_start:
             return Settle(Reason.NOT_TAKEN_ON)
-        return _reopen(f) if f.reopen else DoSpawn(Start.FIRST)
+        if f.reopen:
+            return _reopen(f)
+        return _slot(f) or DoSpawn(Start.FIRST)
     return _deliver(f)
+
+
+def _slot(f: Facts) -> Action | None:
+    """Before a harness starts that holds no slot yet: ask (capped hosts only); a full
+    host defers the event (`capacity_full`: transient, oldest waiting item first)."""
+    if not f.capped or f.slot is SlotVerdict.GRANTED:
+        return None
+    if f.slot is None:
+        return TakeSlot()
+    return Settle(Reason.CAPACITY_FULL)
 
 
 def _reopen(f: Facts) -> Action:
@@ -220,11 +258,16 @@ def _reopen(f: Facts) -> Action:
         return Settle(Reason.TMUX_UNAVAILABLE)
     if f.seen.presence is Presence.LIVE:
         return DoSpawn(Start.FIRST)
-    return Reopen()
+    return _slot(f) or Reopen()
 
 
 def _deliver(f: Facts) -> Action:
     """Into the registered (or adopted, or found-live) session: readiness, paste, answer."""
+    if f.hibernated and f.via is None and f.pasted is None and f.start is None:
+        # Its harness was ended on purpose: look (never paste blind), then resume it.
+        if f.missing_then is None:
+            return Observe(screen=f.reads_screen, reprobe=True)
+        return _respawn(f)
     if f.pasted is None:
         ready = None if f.seen is None else f.seen.ready
         if f.reads_screen and ready is None and not _looked_unknown(f):
@@ -262,6 +305,8 @@ def _respawn(f: Facts) -> Action:
         return Settle(Reason.PROBE_UNKNOWN)
     if not f.spawns:  # a CI result or a closing never brings a dead agent back either
         return Settle(Reason.NOT_TAKEN_ON)
+    if f.hibernated and (slot := _slot(f)) is not None:  # waking takes a slot
+        return slot
     if not f.prepared:
         return PrepareRespawn()
     if f.spawned is Spawn.NO_WORKSPACE:

@@ -15,6 +15,7 @@ work item's file lock, so two processes never act on one item at once.
 from __future__ import annotations
 
 import sqlite3
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -25,6 +26,7 @@ from typing import Any
 from loop_tmux import Tmux, TmuxUnavailable
 
 from .adapters import HarnessAdapter
+from .capacity import Capacity
 from .closing import Closer
 from .decision import Close, Settle, decide
 from .eventlog import EventLog
@@ -70,6 +72,8 @@ class Dispatcher:
         paste_gate: PasteGate | None = None,
         close_grace: float = 600.0,
         close_quiet: float = 1.0,
+        max_live: int | None = None,
+        host: str | None = None,
     ) -> None:
         self.store = store
         self.tmux = tmux
@@ -103,6 +107,12 @@ class Dispatcher:
         # adapter cannot tell (closing.py).
         self.close_grace = close_grace
         self.close_quiet = close_quiet
+        # host.maxLive (capacity.py): spawns and wakes beyond it wait in the inbox.
+        self.capacity = Capacity(
+            store, self.lock_dir, max_live, host=host, lock_timeout=lock_timeout or 30.0
+        )
+        self._deferred: set[str] = set()
+        self._deferred_lock = threading.Lock()
         self.executor = Executor(self)
         self.closer = Closer(self)
 
@@ -195,14 +205,27 @@ class Dispatcher:
         if event.kind is EventKind.CLOSED:
             return self.closer.close(event.work_item, event.delivery_id, event)
         facts, attempt = self.executor.facts(event)
-        for _ in range(MAX_STEPS):
-            action = decide(facts)
-            if isinstance(action, Settle):
-                return self.executor.settle(action, facts, attempt)
-            if isinstance(action, Close):  # not reached: closes are settled above
-                return self.closer.close(event.work_item, event.delivery_id, event)
-            facts = self.executor.perform(action, facts, attempt)
+        try:
+            for _ in range(MAX_STEPS):
+                action = decide(facts)
+                if isinstance(action, Settle):
+                    return self.executor.settle(action, facts, attempt)
+                if isinstance(action, Close):  # not reached: closes are settled above
+                    return self.closer.close(event.work_item, event.delivery_id, event)
+                facts = self.executor.perform(action, facts, attempt)
+        finally:
+            attempt.release_slot()  # never a capacity lock left held by a fault
         raise RuntimeError(f"the decision table did not settle in {MAX_STEPS} steps: {facts}")
+
+    def first_deferral(self, delivery_id: str) -> bool:
+        """True the first time this process defers `delivery_id` for a slot."""
+        with self._deferred_lock:
+            if delivery_id in self._deferred:
+                return False
+            if len(self._deferred) > 10000:  # bounded: an old wait may report again
+                self._deferred.clear()
+            self._deferred.add(delivery_id)
+            return True
 
     def _settle(self, event: Event, outcome: Outcome) -> None:
         deliveries = self.store.deliveries

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 __all__ = ["Drain", "DrainReport", "GroundLost", "RetryPolicy", "Settlement"]
 
 SOURCE = "inbox"
+CAPACITY_FULL = "capacity_full"  # Reason.CAPACITY_FULL's token
 # After the stop grace, how long attempts whose tmux clients were killed get to settle.
 KILLED_CLIENTS_GRACE = 1.5
 # How often a running drain forgets settled inbox rows older than a month.
@@ -72,6 +73,9 @@ class RetryPolicy:
     backoff: float = 1.0
     max_backoff: float = 60.0
     jitter: Callable[[], float] = _jitter
+    # An event waiting for a slot (`capacity_full`) is looked at again this often, and
+    # never given up: a slot frees when a session closes or hibernates.
+    capacity_backoff: float = 2.0
 
     def delay(self, tries: int, attempts: int) -> float:
         step = min(self.max_backoff, self.backoff * float(2 ** min(max(0, tries - 1), 30)))
@@ -393,7 +397,11 @@ class Drain:
             outcome = self._dispatch(entry.event)
             if outcome.kind is OutcomeKind.FAILED:
                 retry = self._fail(
-                    entry, outcome.reason, outcome.detail, definite=not outcome.transient
+                    entry,
+                    outcome.reason,
+                    outcome.detail,
+                    definite=not outcome.transient,
+                    waits=outcome.reason == CAPACITY_FULL,
                 )
             else:
                 kept = self.inbox.done(entry.seq, self.owner, outcome.kind.value, outcome.reason)
@@ -415,16 +423,21 @@ class Drain:
         *,
         definite: bool,
         max_attempts: int | None = None,
+        waits: bool = False,
     ) -> Retry | None:
+        policy = self.policy
         retry = self.inbox.fail(
             entry.seq,
             self.owner,
             reason=reason,
             error=error,
             definite=definite,
-            max_attempts=max_attempts or self.policy.max_attempts,
-            give_up_after=self.policy.give_up_after,
-            delay=self.policy.delay,
+            max_attempts=max_attempts or policy.max_attempts,
+            # A wait for a slot is not a failure growing old: no horizon, a short step.
+            give_up_after=float("inf") if waits else policy.give_up_after,
+            delay=(lambda _t, _a: policy.capacity_backoff * policy.jitter())
+            if waits
+            else policy.delay,
             versions=self.versions,
         )
         with self._lock:

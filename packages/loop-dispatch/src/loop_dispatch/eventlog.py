@@ -60,6 +60,8 @@ EVENT_TYPES = frozenset(
         "session.moved",
         "dispatch.not_taken_on",
         "session.close_deferred",
+        "session.deferred",
+        "session.hibernated",
         "dispatch.carried",
         "session.blocked",
     }

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from loop_tmux import DeliverResult, Observation, Presence, SpawnOutcome, SpawnResult, Tmux
 
 from .adapters import HarnessAdapter, Readiness, new_conversation_id
+from .capacity import Capacity, Slot
 from .decision import (
     Action,
     Adopt,
@@ -33,9 +34,11 @@ from .decision import (
     Reopen,
     Seen,
     Settle,
+    SlotVerdict,
     Spawn,
     Start,
     Survival,
+    TakeSlot,
 )
 from .eventlog import EventLog
 from .framing import frame, spawn_prompt
@@ -61,6 +64,7 @@ class Host(Protocol):
     relauncher: Relauncher
     workspaces: Workspaces | None
     paste_gate: PasteGate | None
+    capacity: Capacity
     cwd_for: Callable[[WorkItemRef], Path]
     sleep: Callable[[float], None]
     receipt_seconds: float
@@ -73,6 +77,8 @@ class Host(Protocol):
     def emit(
         self, type_: str, event: Event | None, ref: WorkItemRef, level: str = ..., **detail: Any
     ) -> None: ...
+
+    def first_deferral(self, delivery_id: str) -> bool: ...
 
 
 def one_line(text: str | None) -> str:
@@ -108,6 +114,12 @@ class Attempt:
     started: float = 0.0
     previous_presence: Presence = Presence.ABSENT
     confirm: Callable[[], bool] = field(default=lambda: False)
+    slot: Slot | None = None  # a granted slot, its lock held until the record is active
+    woke: bool = False  # this attempt made a hibernated record active again
+
+    def release_slot(self) -> None:
+        if self.slot is not None:
+            self.slot.release()
 
     @property
     def name(self) -> str:
@@ -136,6 +148,8 @@ class Executor:
             own_spawn=bool(own),
             reads_screen=self.d.adapter.reads_screen,
             reopen=not active and event.kind is EventKind.MANUAL and self._resumable(record),
+            capped=self.d.capacity.capped,
+            hibernated=record is not None and record.hibernated,
         )
         return facts, Attempt(event, record if active else None, own, previous=record)
 
@@ -163,6 +177,8 @@ class Executor:
             return self._prepare_respawn(f, a)
         if isinstance(action, Reopen):
             return self._reopen(f, a)
+        if isinstance(action, TakeSlot):
+            return self._take_slot(f, a)
         raise TypeError(f"the executor does not perform {action!r}")  # Close, Settle
 
     # -- looking ------------------------------------------------------------------------
@@ -384,6 +400,7 @@ class Executor:
         a.record = self.d.store.registry.register(
             ref, harness=self.d.adapter.name, conversation_id=a.conversation, cwd=cwd
         )
+        a.release_slot()  # the active record holds the slot now
         prompt, a.cut = spawn_prompt(a.event)
         argv = self.d.adapter.fresh_argv(prompt, a.conversation or "")
         a.result = self.spawn_under_token(a.record, argv, delivery_id=a.event.delivery_id)
@@ -433,13 +450,35 @@ class Executor:
             conversation_id=previous.conversation_id,
             cwd=cwd,
         )
+        a.release_slot()  # the active record holds the slot now
         return replace(f, active=True)
+
+    def _take_slot(self, f: Facts, a: Attempt) -> Facts:
+        """Ask the host's capacity; a granted slot's lock is held until the record is
+        active (a woken record: at once)."""
+        entry = self.d.store.inbox.by_delivery(a.event.delivery_id)
+        slot = self.d.capacity.take(a.event.work_item, None if entry is None else entry.seq)
+        a.slot = slot
+        if not slot.granted:
+            return replace(f, slot=SlotVerdict.FULL)
+        if f.hibernated:
+            self._wake(a)
+        return replace(f, slot=SlotVerdict.GRANTED)
+
+    def _wake(self, a: Attempt) -> None:
+        """A hibernated record is active again (holding its slot): undone at settle
+        unless the respawn is processed."""
+        if not a.woke and a.record is not None:
+            a.woke = self.d.store.registry.wake(a.record.work_item)
+        a.release_slot()
 
     def _prepare_respawn(self, f: Facts, a: Attempt) -> Facts:
         """The worktree (the same path as before: remade if it went), a conversation id
         found late, and whether the recorded conversation can be resumed."""
         f = replace(f, prepared=True)
         assert a.record is not None
+        if f.hibernated:
+            self._wake(a)
         if self.d.workspaces is not None and self.workspace(a) is None:
             return replace(f, spawned=Spawn.NO_WORKSPACE)
         record = a.record
@@ -550,8 +589,11 @@ class Executor:
                 dialog=a.readiness.dialog if a.readiness else None,
             )
         outcome = Outcome.of(reason, detail)
+        a.release_slot()
         if f.reopened and reason.kind is not OutcomeKind.PROCESSED:
             self.undo_register(a)  # a reopen that did not take leaves the closed record
+        if a.woke and reason.kind is not OutcomeKind.PROCESSED and a.record is not None:
+            self.d.store.registry.hibernate(a.record.work_item)  # still asleep: no slot
         self._announce(reason, f, a, outcome)
         if reason in (Reason.DELIVERED, Reason.RESPAWN_AVERTED, Reason.ADOPTED):
             outcome = replace(outcome, confirmed=a.confirm())
@@ -577,6 +619,7 @@ class Executor:
                 f"`tmux kill-session -t {name}`"
             ),
             Reason.PROBE_UNKNOWN: f"re-probe of {name} got no answer",
+            Reason.CAPACITY_FULL: _full(a.slot),
             Reason.TMUX_UNAVAILABLE: one_line(a.error)
             or f"tmux did not answer whether {name} is live",
         }
@@ -614,6 +657,24 @@ class Executor:
             tmux_name=a.name,
             path=path,
             error=o.detail,
+        )
+
+    def _event_session_deferred(self, r: Reason, f: Facts, a: Attempt, o: Outcome) -> None:
+        """Once per event per process: a wait's retries are not news."""
+        if not self.d.first_deferral(a.event.delivery_id):
+            return
+        slot = a.slot
+        self.d.emit(
+            "session.deferred",
+            a.event,
+            a.event.work_item,
+            r.level,
+            reason=r.value,
+            tmux_name=a.name,
+            path="wake" if f.hibernated else ("reopen" if f.reopen else "first_spawn"),
+            live=None if slot is None else slot.live,
+            max_live=None if slot is None else slot.max_live,
+            waiting_ahead=None if slot is None else slot.ahead,
         )
 
     def _event_dispatch_not_taken_on(self, r: Reason, f: Facts, a: Attempt, o: Outcome) -> None:
@@ -687,6 +748,15 @@ class Executor:
             cut_chars=a.cut,
         )
         self.d.emit("session.respawned", a.event, record.work_item, r.level, **fields)
+
+
+def _full(slot: Slot | None) -> str:
+    if slot is None:
+        return "the host is at host.maxLive"
+    return (
+        f"{slot.live}/{slot.max_live} live, {slot.ahead} older item(s) waiting: it waits "
+        "in the inbox for a slot (host.maxLive)"
+    )
 
 
 def _failed(reason: Reason, outcome: Outcome, kind: str) -> dict[str, Any]:

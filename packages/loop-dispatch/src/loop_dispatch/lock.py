@@ -17,7 +17,7 @@ from .errors import DispatchError
 from .model import WorkItemRef
 from .private import FILE_MODE, private_dir, tighten
 
-__all__ = ["LockTimeout", "LockUnavailable", "item_lock", "lock_path"]
+__all__ = ["LockTimeout", "LockUnavailable", "file_lock", "item_lock", "lock_path"]
 
 
 class LockTimeout(DispatchError):
@@ -40,14 +40,20 @@ def item_lock(
     lock_dir: str | Path, ref: WorkItemRef, timeout: float | None = None
 ) -> Iterator[Path]:
     """Hold `ref`'s lock for the block. `timeout=None` waits as long as it takes."""
-    path = lock_path(lock_dir, ref)
+    with file_lock(lock_path(lock_dir, ref), f"work item {ref}", timeout) as path:
+        yield path
+
+
+@contextmanager
+def file_lock(path: Path, what: str, timeout: float | None = None) -> Iterator[Path]:
+    """Hold the flock on `path` (named `what` in errors) for the block."""
     try:
         private_dir(path.parent)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, FILE_MODE)
         tighten(path, FILE_MODE)
     except OSError as exc:
         raise LockUnavailable(
-            f"cannot open the lock of {ref} at {path}: {exc.strerror or exc}"
+            f"cannot open the lock of {what} at {path}: {exc.strerror or exc}"
         ) from None
     try:
         if timeout is None:
@@ -60,7 +66,7 @@ def item_lock(
                     break
                 except BlockingIOError:
                     if time.monotonic() >= deadline:
-                        raise LockTimeout(f"work item {ref} is locked by another process") from None
+                        raise LockTimeout(f"{what} is locked by another process") from None
                     time.sleep(0.02)
         try:
             yield path

@@ -73,6 +73,9 @@ class Reason(str, Enum):
     HARNESS_BLOCKED = ("harness_blocked", _F, True, "dispatch.failed", "info")
     LAUNCH_UNAVAILABLE = ("launch_unavailable", _F, True, "dispatch.failed", "warning")
     HARNESS_BUSY = ("harness_busy", _F, True, "session.close_deferred", "info")
+    # host.maxLive reached: waits in the inbox for a slot (oldest waiting item first),
+    # never given up at the horizon (drain.py)
+    CAPACITY_FULL = ("capacity_full", _F, True, "session.deferred", "info")
     # definite failures: counted against delivery.maxAttempts
     DELIVER_FAILED = ("deliver_failed", _F, False, "dispatch.failed", "warning")
     SPAWN_FAILED = ("spawn_failed", _F, False, "dispatch.failed", "warning")

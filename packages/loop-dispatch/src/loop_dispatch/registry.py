@@ -22,7 +22,9 @@ from .tables import StoreError, TableStore, utcnow_iso
 
 __all__ = ["Quarantined", "Registry", "SessionRecord", "SessionStatus", "SpawnRecord"]
 
-SessionStatus = Literal["active", "closed"]
+# "hibernated": taken on, its harness ended while idle (issue 25); its next event
+# respawns it, resuming the conversation.
+SessionStatus = Literal["active", "hibernated", "closed"]
 # What a conversation id may be (ours are uuid4s): never a flag, a space or a newline.
 _CONVERSATION_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
 _COLUMNS = (
@@ -57,7 +59,12 @@ class SessionRecord:
 
     @property
     def active(self) -> bool:
-        return self.status == "active"
+        """The item is taken on (its harness running, or hibernated until its next event)."""
+        return self.status in ("active", "hibernated")
+
+    @property
+    def hibernated(self) -> bool:
+        return self.status == "hibernated"
 
 
 @dataclass(frozen=True)
@@ -150,7 +157,7 @@ class Registry:
             raise StoreError(self._store.path, f"sessions row {row[0]!r}: {exc}") from None
         if expected is not None and ref != expected:
             raise StoreError(self._store.path, f"sessions row {row[0]!r} does not match {expected}")
-        if row[6] not in ("active", "closed"):
+        if row[6] not in ("active", "hibernated", "closed"):
             raise StoreError(self._store.path, f"sessions row {row[0]!r}: bad status {row[6]!r}")
         # A row naming another item's session (hand-edited, or a bug) must never become a
         # tmux target: it would paste this item's comments into another agent. The stored
@@ -317,6 +324,26 @@ class Registry:
     def close(self, ref: WorkItemRef) -> bool:
         """Mark the record closed (kept for history; a later event re-registers)."""
         return self._update(ref, "status = 'closed'", ())
+
+    def hibernate(self, ref: WorkItemRef) -> bool:
+        """An active record's harness was ended while idle: hibernated (not closed)."""
+        with self._store.transaction() as conn:
+            cur = conn.execute(
+                "UPDATE sessions SET status = 'hibernated', updated_at = ? "
+                "WHERE work_item = ? AND status = 'active'",
+                (utcnow_iso(), str(ref)),
+            )
+            return bool(cur.rowcount > 0)
+
+    def wake(self, ref: WorkItemRef) -> bool:
+        """A hibernated record is active again (its respawn takes a slot)."""
+        with self._store.transaction() as conn:
+            cur = conn.execute(
+                "UPDATE sessions SET status = 'active', updated_at = ? "
+                "WHERE work_item = ? AND status = 'hibernated'",
+                (utcnow_iso(), str(ref)),
+            )
+            return bool(cur.rowcount > 0)
 
     def reset(self, ref: WorkItemRef) -> bool:
         """Forget the record entirely (the operator's remedy for a stuck item)."""
