@@ -286,6 +286,10 @@ class SessionsConfig(_Section, frozen=True, kw_only=True):
     # close by anyone never cuts an agent's turn short, and a harness that never goes
     # idle is still ended.
     close_grace_seconds: Annotated[Seconds, Meta(ge=0, le=86400)] = 600.0
+    # issue 25: a session idle this long with no pending event has its harness ended
+    # (scrollback kept, record `hibernated`); its next event resumes it. Absent: never
+    # by age (only the oldest idle ones, when items wait for a slot under host.maxLive).
+    hibernate_after_seconds: Annotated[Seconds, Meta(ge=1, le=30 * 86400)] | None = None
 
 
 class ServicesConfig(_Section, frozen=True, kw_only=True):
@@ -416,6 +420,11 @@ class HostConfig(_Section, frozen=True, kw_only=True):
     name: Annotated[str, Rule(_host_name)] | None = None  # default: the machine's hostname
     lease_seconds: Annotated[Seconds, Meta(ge=2, le=3600)] = 30.0
     max_sessions: Annotated[int, Meta(ge=1, le=100000)] = 20
+    # issue 25: the most harnesses running on this host at once (absent: no cap). A
+    # spawn or wake beyond it waits in the inbox (`capacity_full`), oldest first.
+    max_live: Annotated[int, Meta(ge=1, le=100000)] | None = None
+    # `status` warns when the harnesses' memory passes this share of available memory.
+    memory_warn_share: Annotated[float, Meta(gt=0, le=1)] = 0.8
 
     def effective_name(self) -> str:
         import socket

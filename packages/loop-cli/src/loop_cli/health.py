@@ -125,6 +125,12 @@ def inbox_check(
     limit = stall_seconds(interval)
     if waited <= limit:
         return check("inbox", OK, f"{open_count} waiting, the oldest for {_age(waited)}")
+    if entry.last_reason == "capacity_full":  # by design: it gets the next free slot
+        return check(
+            "inbox",
+            OK,
+            f"{open_count} waiting, the oldest for {_age(waited)} for a slot (host.maxLive)",
+        )
     last = entry.last_reason or "never attempted"
     if entry.last_error:
         last += f": {' '.join(entry.last_error.split())[:200]}"

@@ -125,6 +125,19 @@ def cycle_summary(
     return summary
 
 
+def hibernate_idle(rt: Runtime) -> int:
+    """The cycle's hibernation sweep (issue 25): how many idle harnesses it ended.
+
+    A sweep that fails is recorded (`poll.error`) and tried again next cycle; it never
+    fails the poll cycle itself."""
+    try:
+        return len(rt.hibernator.sweep())
+    except Exception as exc:
+        error = f"hibernation: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+        rt.event_log.emit("poll.error", level="error", source="poller", detail={"error": error})
+        return 0
+
+
 def failed_in_a_row(previous: int, summary: dict[str, Any] | None) -> int:
     """Failed cycles in a row after this one (status's `poll-cycles` health check)."""
     from .health import failed_cycle
@@ -236,6 +249,7 @@ def run_forever(
                         "reason": "another host of the fleet holds the poller role",
                     }
                 drainer.drain.wake()
+                summary["hibernated"] = hibernate_idle(rt)
             except Exception as exc:  # recorded; the daemon keeps going
                 error = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
                 summary = cycle_summary(None, error=error)

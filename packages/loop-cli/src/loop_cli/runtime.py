@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from loop_dispatch.eventlog import EventLog
     from loop_dispatch.fence import LeaseFence
     from loop_dispatch.fencekeeper import FenceKeeper
+    from loop_dispatch.hibernation import Hibernator
     from loop_dispatch.launch import Launcher
     from loop_dispatch.pastegate import PasteGate
     from loop_dispatch.store import Store
@@ -503,7 +504,16 @@ class Runtime:
             close_grace=self.config.sessions.close_grace_seconds,
             workspaces=self.workspaces,
             paste_gate=self.paste_gate,
+            max_live=self.config.host.max_live,
+            host=self.host_name if self.fleet else None,
         )
+
+    @cached_property
+    def hibernator(self) -> Hibernator:
+        """The poll daemon's hibernation sweep (issue 25; hibernation.py)."""
+        from loop_dispatch.hibernation import Hibernator
+
+        return Hibernator(self.dispatcher, after=self.config.sessions.hibernate_after_seconds)
 
     def check_launch(self) -> None:
         """Refuse (exit 2, naming the key) when a pane could not start the harness: the

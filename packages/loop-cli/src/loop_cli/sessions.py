@@ -40,7 +40,11 @@ def list_rows(rt: Runtime) -> list[dict[str, Any]]:
     rows = []
     repositories = list(rt.config.github.repositories)
     placement = _placements(rt)
-    for rec in rt.store.registry.list() if rt.has_state else []:
+    records = rt.store.registry.list() if rt.has_state else []
+    from .capacity_view import session_memory
+
+    memory = session_memory(records, fleet)  # one pass over the process table for all
+    for rec in records:
         kept = "" if rec.active else kept_reason(rt, rec.work_item, fleet.presence(rec.tmux_name))
         row: dict[str, Any] = (
             {} if placement is None else {"host": placement.get(str(rec.work_item))}
@@ -54,6 +58,7 @@ def list_rows(rt: Runtime) -> list[dict[str, Any]]:
                 "status": rec.status,
                 "presence": fleet.presence(rec.tmux_name),
                 "pids": fleet.live_pids(rec.tmux_name),
+                "rssBytes": memory.get(rec.tmux_name),
                 "harness": rec.harness,
                 "conversationId": rec.conversation_id,
                 "cwd": str(rec.cwd),
@@ -67,6 +72,7 @@ def list_rows(rt: Runtime) -> list[dict[str, Any]]:
             # Another host's tmux holds it: this host cannot see its presence.
             rows[-1]["presence"] = "on another host"
             rows[-1]["pids"] = []
+            rows[-1]["rssBytes"] = None
     return rows
 
 

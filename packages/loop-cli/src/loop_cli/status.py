@@ -81,6 +81,13 @@ def collect_status(rt: Runtime, now: datetime | None = None) -> dict[str, Any]:
         backend = "postgresql" if cfg.store.url else "sqlite"
         checks.append(health.store_check(store_error, backend))
     checks.append(health.tmux_check(fleet.error, cfg.routing.tmux_socket))
+    capacity = None
+    if rt.has_state and store_error is None:
+        from .capacity_view import capacity_block, memory_check
+
+        with contextlib.suppress(Exception):  # the store check above already says why
+            capacity = capacity_block(rt, records, fleet)
+            checks.append(memory_check(capacity))
     status: dict[str, Any] = {
         "version": rt.version,
         "config": {
@@ -98,8 +105,10 @@ def collect_status(rt: Runtime, now: datetime | None = None) -> dict[str, Any]:
         "sessions": session_counts(records, fleet),
         "inbox": inbox,
         "quarantined": [q.line() for q in quarantined],
+        "capacity": capacity,
         "health": checks,
-        "ok": all(c["state"] == "ok" for c in checks),
+        # A warning (memory) is said, never a stop of delivery: `ok` stays true.
+        "ok": all(c["state"] != "failing" for c in checks),
     }
     if rt.fleet and rt.has_state and store_error is None:
         with contextlib.suppress(Exception):  # the store check above already says why
@@ -341,6 +350,10 @@ def render_text(status: dict[str, Any]) -> str:
     )
     if s.get("tmuxError"):
         lines.append(f"tmux:      did not answer: {s['tmuxError']}")
+    if status.get("capacity"):
+        from .capacity_view import capacity_line
+
+        lines.append(capacity_line(status["capacity"]))
     if status.get("inbox"):
         line = inbox_line(status["inbox"])
         if line:
@@ -382,15 +395,21 @@ def attention_lines(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def failing(checks: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [c for c in checks if c.get("state") != "ok"]
+    return [c for c in checks if c.get("state") not in ("ok", "warning")]
 
 
 def health_lines(checks: list[dict[str, Any]]) -> list[str]:
     """`health: ok`, or one NOT OK line per failing check with its reason and remedy."""
     bad = failing(checks)
+    warned = [c for c in checks if c.get("state") == "warning"]
     if not bad:
-        return ["health:    ok (" + ", ".join(c["check"] for c in checks) + ")"]
-    lines = [f"health:    NOT OK: {len(bad)} of {len(checks)} check(s) failing"]
+        lines = ["health:    ok (" + ", ".join(c["check"] for c in checks) + ")"]
+    else:
+        lines = [f"health:    NOT OK: {len(bad)} of {len(checks)} check(s) failing"]
+    for c in warned:
+        lines.append(f"WARNING:   {c['check']}: {c['reason']}")
+        if c.get("remedy"):
+            lines.append(f"    remedy: {c['remedy']}")
     for c in bad:
         lines.append(f"  {c['check']}: {c['reason']}")
         if c.get("remedy"):

@@ -32,7 +32,8 @@ def _workspaces(rt: Runtime) -> Any:
 def _active(rt: Runtime) -> set[str]:
     if not rt.has_state:
         return set()
-    return {str(r.work_item) for r in rt.store.registry.list("active")}
+    # A hibernated item is taken on too: its worktree waits for its next event.
+    return {str(r.work_item) for r in rt.store.registry.list() if r.active}
 
 
 def _row(state: WorkspaceState, active: set[str]) -> dict[str, Any]:

@@ -110,9 +110,7 @@ class Capacity:
         try:
             live = self.live()
             ahead = sum(
-                1
-                for s, item in self.waiting()
-                if item != str(ref) and (seq is None or s < seq)
+                1 for s, item in self.waiting() if item != str(ref) and (seq is None or s < seq)
             )
         except BaseException:
             held.close()

@@ -65,7 +65,7 @@ def poll(ctx: click.Context, once: bool, fmt: str) -> None:
 
 def _once(ctx: click.Context, rt: Runtime, stop: Interrupt, fmt: str) -> None:
     from ..attempts import Attempts
-    from ..poller import cycle_summary, drain_once, record_once, run_cycle
+    from ..poller import cycle_summary, drain_once, hibernate_idle, record_once, run_cycle
 
     report = run_cycle(rt)
     attempts = Attempts()
@@ -73,6 +73,8 @@ def _once(ctx: click.Context, rt: Runtime, stop: Interrupt, fmt: str) -> None:
     if not stop.requested:
         drained = drain_once(rt, stop=stop.event, on_settled=attempts.add)
     summary = cycle_summary(report, drained, attempts=attempts)
+    if not stop.requested:
+        summary["hibernated"] = hibernate_idle(rt)
     if stop.requested:
         summary["interrupted"] = stop.name
     record_once(rt, summary)

@@ -72,13 +72,24 @@ def list_(ctx: click.Context, fmt: str, attention_only: bool) -> None:
         click.echo("no session needs attention" if attention_only else "no sessions registered")
         return
     kept = [f"{r['ref']}: worktree kept ({r['workspaceKept']})" for r in rows if r["workspaceKept"]]
-    headers = ["REF", "TMUX", "STATUS", "PRESENCE", "HARNESS", "CONVERSATION", "STARTED", "CWD"]
+    headers = [
+        "REF",
+        "TMUX",
+        "STATUS",
+        "PRESENCE",
+        "MEMORY",
+        "HARNESS",
+        "CONVERSATION",
+        "STARTED",
+        "CWD",
+    ]
     body = [
         [
             r["displayRef"],
             r["tmuxName"],
             r["status"],
             r["presence"],
+            _mib(r["rssBytes"]),
             r["harness"],
             r["conversationId"] or "-",
             _when(r["startedAt"]),
@@ -95,11 +106,17 @@ def list_(ctx: click.Context, fmt: str, attention_only: bool) -> None:
         for cells, r in zip(body, rows, strict=True):
             cells.insert(4, "; ".join(a["why"] for a in r["attention"]))
     click.echo(table(body, headers))
+    sizes = [r["rssBytes"] for r in rows if r["rssBytes"] is not None]
+    click.echo(f"memory: {_mib(sum(sizes))} in {len(sizes)} live session(s) on this host")
     for line in kept:
         click.echo(line)
     for r in rows if attention_only else []:
         for a in r["attention"]:
             click.echo(f"{r['displayRef']}: {a['remedy']}")
+
+
+def _mib(size: int | None) -> str:
+    return "-" if size is None else f"{size / (1 << 20):.0f} MiB"
 
 
 def _when(iso: str) -> str:

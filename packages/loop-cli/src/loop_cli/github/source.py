@@ -540,6 +540,6 @@ def registry_active_items(store: Any) -> dict[WorkItemRef, datetime]:
     active: dict[WorkItemRef, datetime] = {}
     for record in records:
         status = getattr(record.status, "value", record.status)
-        if status == "active":
+        if status in ("active", "hibernated"):  # a hibernated item still hears comments
             active[record.work_item] = record.created_at
     return active

@@ -1,0 +1,149 @@
+"""Hibernation (issue 25): end the harness of a session idle long enough, keep the rest.
+
+The poll daemon runs `Hibernator.sweep` once per cycle. A session is idle when no event
+of its item is open in the inbox and its adapter says "idle" (`activity(view,
+conversation_id)`); "unknown", "busy" and "blocked" are never idle, so an adapter that
+cannot tell never has a harness ended under it. A session idle for
+`sessions.hibernateAfterSeconds` (counted from the first sweep that found it idle) is
+ended; so are the oldest idle ones when items wait for a slot (`host.maxLive`), as many
+as they need. Ending one holds the item's lock from the idle verdict (taken again under
+the lock) to the registry's `hibernated`, so no delivery pastes into a harness being
+ended. The pane is terminated like `sessions stop` (scrollback kept); the next event
+resumes the conversation through the respawn rows (decision.py).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from loop_tmux import Presence
+
+from .lock import LockTimeout, LockUnavailable, item_lock
+from .memory import session_rss
+from .registry import SessionRecord
+
+if TYPE_CHECKING:
+    from .dispatcher import Dispatcher
+
+__all__ = ["Hibernated", "Hibernator"]
+
+SOURCE = "hibernation"
+# How long the sweep waits for an item's lock: a held lock means work is under way.
+LOCK_WAIT_SECONDS = 0.2
+
+
+@dataclass(frozen=True)
+class Hibernated:
+    """One session the sweep ended."""
+
+    work_item: str
+    tmux_name: str
+    idle_seconds: float
+    why: str  # "idle" (hibernateAfterSeconds) or "capacity" (an item waits for a slot)
+
+
+class Hibernator:
+    """Idle verdicts across sweeps (in memory: a restarted daemon starts counting anew,
+    which only ever delays a hibernation) and the ending of idle harnesses."""
+
+    def __init__(
+        self,
+        dispatcher: Dispatcher,
+        *,
+        after: float | None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.d = dispatcher
+        self.after = after
+        self.clock = clock
+        self._idle_since: dict[str, float] = {}
+
+    @property
+    def enabled(self) -> bool:
+        return self.after is not None or self.d.capacity.capped
+
+    def sweep(self) -> list[Hibernated]:
+        """One pass: verdicts for every live session, then the hibernations due."""
+        if not self.enabled:
+            return []
+        records = self.d.store.registry.list("active")
+        open_items = self._open_items()
+        now = self.clock()
+        idle: list[tuple[float, SessionRecord]] = []
+        for record in records:
+            key = str(record.work_item)
+            if key not in open_items and self._idle(record):
+                since = self._idle_since.setdefault(key, now)
+                idle.append((since, record))
+            else:
+                self._idle_since.pop(key, None)
+        for key in set(self._idle_since) - {str(r.work_item) for r in records}:
+            del self._idle_since[key]
+        idle.sort(key=lambda pair: pair[0])  # the oldest idle first
+        due = [(s, r, "idle") for s, r in idle if self.after is not None and now - s >= self.after]
+        need = self._slots_needed(len(records)) - len(due)
+        rest = [(s, r, "capacity") for s, r in idle if (s, r, "idle") not in due]
+        chosen = due + rest[: max(0, need)]
+        done = []
+        for since, record, why in chosen:
+            ended = self._hibernate(record, now - since, why)
+            if ended is not None:
+                done.append(ended)
+        return done
+
+    def _slots_needed(self, live: int) -> int:
+        """How many slots the items waiting for one need beyond the free ones."""
+        capacity = self.d.capacity
+        if not capacity.capped or capacity.max_live is None:
+            return 0
+        waiting = {item for _, item in capacity.waiting()}
+        return max(0, len(waiting) - max(0, capacity.max_live - live))
+
+    def _open_items(self) -> set[str]:
+        rows = self.d.store.query(
+            "SELECT DISTINCT work_item FROM inbox WHERE state IN ('pending', 'claimed')"
+        )
+        return {str(r[0]) for r in rows}
+
+    def _idle(self, record: SessionRecord) -> bool:
+        seen = self.d.tmux.observe(record.tmux_name, capture=True)
+        view = seen.view
+        if seen.presence is not Presence.LIVE or view is None or view.dead:
+            return False
+        return self.d.adapter.activity(view, record.conversation_id) == "idle"
+
+    def _hibernate(self, record: SessionRecord, idle_seconds: float, why: str) -> Hibernated | None:
+        """Under the item's lock: the verdict again, then the end. None when the item is
+        busy, locked, no longer idle, or tmux did not end it (tried next sweep)."""
+        ref = record.work_item
+        try:
+            with item_lock(self.d.lock_dir, ref, LOCK_WAIT_SECONDS):
+                current = self.d.store.registry.get(ref)
+                if current is None or current.status != "active":
+                    return None
+                if str(ref) in self._open_items() or not self._idle(current):
+                    self._idle_since.pop(str(ref), None)
+                    return None
+                rss = (session_rss(self.d.tmux, [current.tmux_name]) or {}).get(current.tmux_name)
+                if not self.d.tmux.terminate(current.tmux_name, self.d.terminate_grace):
+                    return None
+                self.d.store.registry.hibernate(ref)
+        except (LockTimeout, LockUnavailable):
+            return None
+        self._idle_since.pop(str(ref), None)
+        self.d.events.emit(
+            "session.hibernated",
+            source=SOURCE,
+            work_item=ref,
+            detail={
+                "tmux_name": current.tmux_name,
+                "idle_seconds": round(idle_seconds, 1),
+                "why": why,
+                "conversation_id": current.conversation_id,
+                "rss_bytes": rss,
+            },
+        )
+        return Hibernated(str(ref), current.tmux_name, idle_seconds, why)
