@@ -44,9 +44,11 @@ def live_count(store: TableStore, host: str | None = None) -> int:
 
 def waiting_for_slot(store: TableStore, host: str | None = None) -> list[tuple[int, str]]:
     """(seq, work item) of the open inbox rows deferred for a slot, oldest first."""
+    # An item whose record is active already holds its slot (granted, not yet settled).
     sql = (
         "SELECT i.seq, i.work_item FROM inbox i "
-        "WHERE i.state IN ('pending', 'claimed') AND i.last_reason = ?"
+        "WHERE i.state IN ('pending', 'claimed') AND i.last_reason = ? AND i.work_item "
+        "NOT IN (SELECT work_item FROM sessions WHERE status = 'active')"
     )
     params: tuple[object, ...] = (_REASON,)
     if host is not None:

@@ -189,6 +189,29 @@ CORE_MIGRATIONS: list[str] = [
     ALTER TABLE sessions ADD COLUMN started_at TEXT;
     UPDATE sessions SET started_at = created_at;
     """,
+    # v6: a session's status may be `hibernated` (issue 25: its harness ended while idle,
+    # its next event resumes it). A CHECK cannot be altered on SQLite: the table is
+    # rebuilt, rows copied as they are (the same text on both backends).
+    """
+    CREATE TABLE sessions_v6 (
+        work_item       TEXT PRIMARY KEY,
+        slug            TEXT NOT NULL UNIQUE,
+        tmux_name       TEXT NOT NULL UNIQUE,
+        harness         TEXT NOT NULL,
+        conversation_id TEXT,
+        cwd             TEXT NOT NULL,
+        status          TEXT NOT NULL CHECK (status IN ('active', 'hibernated', 'closed')),
+        created_at      TEXT NOT NULL,
+        updated_at      TEXT NOT NULL,
+        started_at      TEXT
+    );
+    INSERT INTO sessions_v6 (work_item, slug, tmux_name, harness, conversation_id, cwd,
+        status, created_at, updated_at, started_at)
+    SELECT work_item, slug, tmux_name, harness, conversation_id, cwd, status, created_at,
+        updated_at, started_at FROM sessions;
+    DROP TABLE sessions;
+    ALTER TABLE sessions_v6 RENAME TO sessions;
+    """,
 ]
 
 

@@ -1,0 +1,304 @@
+"""host.maxLive and hibernation (issue 25) against a real tmux server (private socket)
+running the fake harness, through the real Drain and Dispatcher.
+
+What counts as delivered is the fake harness's own record (its prompt on start, every
+paste), keyed by a marker in each comment: never the-loop's own account. Idleness is
+read the way the adapters read it: structurally, from the harness's own conversation
+file (its last record ends a turn), never from the-loop's bookkeeping.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from loop_dispatch.adapters import GenericAdapter
+from loop_dispatch.drain import Drain, RetryPolicy
+from loop_dispatch.hibernation import Hibernator
+from loop_dispatch.launch import LaunchSpec
+from loop_dispatch.memory import session_rss
+from loop_dispatch.model import WorkItemRef
+
+pytestmark = pytest.mark.tmux
+
+V = {"loop-cli": "1", "loop-dispatch": "1", "loop-tmux": "1"}
+MARK = re.compile(r"MK-\d+-\d+-KM")
+
+
+class FileIdleAdapter(GenericAdapter):
+    """The fake harness as Claude Code: idle when its conversation file's last record
+    ends a turn, busy while a turn is open, unknown with no file (never idle then)."""
+
+    def __init__(self, program: Path, convo: Path) -> None:
+        super().__init__(
+            [str(program), "--session-id", "{session_id}", "{prompt}"],
+            [str(program), "--resume", "{session_id}", "{prompt}"],
+            name="fake-claude",
+        )
+        self.convo = convo
+
+    def activity(self, view, conversation_id=None) -> str:
+        records = read_conversation(self.convo, conversation_id) if conversation_id else []
+        if not records:
+            return "unknown"
+        return "idle" if records[-1]["event"] == "turn_done" else "busy"
+
+
+def read_conversation(directory: Path, conversation_id: str) -> list[dict]:
+    import json
+
+    path = directory / f"{conversation_id}.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+class UnknownAdapter(FileIdleAdapter):
+    def activity(self, view, conversation_id=None) -> str:
+        return "unknown"
+
+
+def _launcher(convo: Path, turn: float = 0.3):
+    def launch(record, argv):
+        return LaunchSpec(
+            list(argv), {"FAKE_HARNESS_DIR": str(convo), "FAKE_HARNESS_TURN_SECONDS": str(turn)}
+        )
+
+    return launch
+
+
+def _received(convo: Path) -> Counter[str]:
+    """Each marker's arrivals in any harness: a start's prompt or a pasted message."""
+    import json
+
+    counts: Counter[str] = Counter()
+    for path in convo.glob("*.jsonl"):
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            text = record.get("prompt") if record["event"] == "start" else record.get("text")
+            if record["event"] in ("start", "message") and text:
+                counts.update(MARK.findall(text))
+    return counts
+
+
+def _live_loop_sessions(tmux) -> int:
+    return len({p.session for p in tmux.panes() if p.session.startswith("loop-") and not p.dead})
+
+
+def _open(store) -> int:
+    rows = store.query("SELECT count(*) FROM inbox WHERE state IN ('pending', 'claimed')")
+    return int(rows[0][0])
+
+
+class Sampler(threading.Thread):
+    """Peak live harnesses (tmux's own answer) and active records, every 20 ms."""
+
+    def __init__(self, tmux, store) -> None:
+        super().__init__(daemon=True)
+        self.tmux, self.store = tmux, store
+        self.peak_live = self.peak_active = 0
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            self.peak_live = max(self.peak_live, _live_loop_sessions(self.tmux))
+            active = self.store.query("SELECT count(*) FROM sessions WHERE status = 'active'")
+            self.peak_active = max(self.peak_active, int(active[0][0]))
+            self.stop.wait(0.02)
+
+
+def test_max_live_two_drains_fair_never_over_committed_every_comment_once(
+    real_tmux, fake_harness, make_dispatcher, store, events, make_event, wait_for
+):
+    """Five items, `maxLive: 2`, two drains dispatching concurrently (each with its own
+    dispatcher, as two processes on one host), the poll daemon's sweep hibernating the
+    oldest idle sessions when items wait. Never more than 2 harnesses live; the items
+    get their slots in arrival order; each comment (openings, then one follow-up each
+    that wakes a hibernated session) reaches a harness exactly once."""
+    program, convo = fake_harness
+    adapter = FileIdleAdapter(program, convo)
+    dispatchers = [
+        make_dispatcher(real_tmux, adapter, launcher=_launcher(convo), max_live=2) for _ in range(2)
+    ]
+    policy = RetryPolicy(backoff=0.05, max_backoff=0.2, capacity_backoff=0.1)
+    drains = [
+        Drain(store, d, events, versions=V, policy=policy, concurrency=3, idle=0.02, owner=f"d{n}")
+        for n, d in enumerate(dispatchers)
+    ]
+    sweeper = Hibernator(dispatchers[0], after=None)
+    refs = [WorkItemRef.parse(f"local:cap#{n}") for n in range(1, 6)]
+    sent = []
+    for n, ref in enumerate(refs, 1):  # one accept each: arrival order is item order
+        sent.append(f"MK-{n}-1-KM")
+        store.inbox.accept("test", [make_event(ref, body=f"open {sent[-1]}")])
+
+    stop = threading.Event()
+    sampler = Sampler(real_tmux, store)
+    sampler.start()
+    threads = [threading.Thread(target=d.run, args=(stop,), daemon=True) for d in drains]
+
+    def sweep() -> None:
+        while not stop.is_set():
+            sweeper.sweep()
+            stop.wait(0.2)
+
+    threads.append(threading.Thread(target=sweep, daemon=True))
+    for t in threads:
+        t.start()
+    try:
+        wait_for(lambda: _open(store) == 0, timeout=90)
+        asleep = {str(r.work_item) for r in store.registry.list() if r.hibernated}
+        for n, ref in enumerate(refs, 1):  # a follow-up each: most meet a hibernated session
+            sent.append(f"MK-{n}-2-KM")
+            store.inbox.accept("test", [make_event(ref, body=f"again {sent[-1]}")])
+        wait_for(lambda: _open(store) == 0, timeout=90)
+        wait_for(lambda: set(_received(convo)) >= set(sent), timeout=20)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(30)
+        sampler.stop.set()
+        sampler.join(5)
+
+    counts = _received(convo)
+    tally = {
+        "sent": len(sent),
+        "once": sum(1 for m in sent if counts[m] == 1),
+        "twice": sum(1 for m in sent if counts[m] > 1),
+        "lost": sum(1 for m in sent if counts[m] == 0),
+    }
+    print(f"\ncapacity tally: {tally}, peak live {sampler.peak_live}")
+    assert tally == {"sent": 10, "once": 10, "twice": 0, "lost": 0}
+    assert sampler.peak_live <= 2
+    assert sampler.peak_active <= 2
+    # Fair: the items that waited got their slots in arrival order (each record is made,
+    # its created_at stamped, under the slot lock); the first two attempts to take the
+    # lock found free slots and waited for nothing.
+    deferred = {
+        e["workItem"]
+        for e in events.read("session.deferred")
+        if e["detail"]["path"] == "first_spawn"
+    }
+    assert len(deferred) >= 3
+    waited = [r for r in refs if str(r) in deferred]
+    assert sorted(waited, key=lambda r: store.registry.get(r).created_at) == waited
+    assert len(events.read("session.spawned")) == 5
+    assert all(e["detail"]["max_live"] == 2 for e in events.read("session.deferred"))
+    hibernated = events.read("session.hibernated")
+    assert hibernated and all(e["detail"]["why"] == "capacity" for e in hibernated)
+    # Every follow-up to a hibernated session woke its conversation: resumed, never fresh.
+    assert len(asleep) >= 3  # five items, at most two live
+    resumed = [e for e in events.read("session.respawned") if e["detail"]["resumed"]]
+    assert {e["workItem"] for e in resumed} == asleep
+    assert not events.read("session.resume_failed")
+    assert not [e for e in events.read("inbox.gave_up")]
+
+
+def test_an_idle_session_hibernates_keeps_its_scrollback_and_resumes_on_its_next_comment(
+    real_tmux, fake_harness, make_dispatcher, store, events, make_event, wait_for
+):
+    """`sessions.hibernateAfterSeconds`: idle that long with nothing pending, the harness
+    is ended (not mid-turn), the pane and its scrollback stay, the record is
+    `hibernated`; the next comment resumes the same conversation with it as prompt."""
+    program, convo = fake_harness
+    adapter = FileIdleAdapter(program, convo)
+    disp = make_dispatcher(real_tmux, adapter, launcher=_launcher(convo))
+    ref = WorkItemRef.parse("local:nap#1")
+    name = ref.tmux_name()
+    assert disp.dispatch(make_event(ref, body="start MK-1-1-KM")).reason == "spawned"
+    record = store.registry.get(ref)
+    sweeper = Hibernator(disp, after=1.0)
+
+    # A pending event keeps it awake, however long it idles.
+    pending = make_event(ref, body="queued MK-1-2-KM")
+    store.inbox.accept("test", [pending])
+    wait_for(lambda: adapter.activity(None, record.conversation_id) == "idle", timeout=20)
+    time.sleep(1.2)
+    assert sweeper.sweep() == [] and sweeper.sweep() == []
+    assert store.registry.get(ref).status == "active"
+    Drain(store, disp, events, versions=V, idle=0.02).run(until_idle=True)
+    assert _received(convo)["MK-1-2-KM"] == 1
+
+    wait_for(lambda: adapter.activity(None, record.conversation_id) == "idle", timeout=20)
+    assert sweeper.sweep() == []  # the first idle verdict starts the clock
+    slept = wait_for(lambda: sweeper.sweep(), timeout=20)
+    assert [h.why for h in slept] == ["idle"]
+    assert store.registry.get(ref).status == "hibernated"
+    assert real_tmux.probe(name).value == "dead"  # the pane stays (scrollback), as on close
+    [exit_record] = [
+        r for r in read_conversation(convo, record.conversation_id) if r["event"] == "exit"
+    ]
+    assert exit_record["signal"] == "SIGTERM" and "mid_turn" not in exit_record
+    [event] = events.read("session.hibernated")
+    assert event["detail"]["conversation_id"] == record.conversation_id
+    assert event["detail"]["rss_bytes"] > 1 << 20
+
+    nudge = make_event(ref, body="wake up MK-1-3-KM")
+    outcome = disp.dispatch(nudge)
+    assert outcome.reason == "respawned"
+    assert store.registry.get(ref).status == "active"
+    assert store.registry.get(ref).conversation_id == record.conversation_id
+    starts = wait_for(
+        lambda: (
+            [r for r in read_conversation(convo, record.conversation_id) if r["event"] == "start"][
+                1:
+            ]
+            and [
+                r for r in read_conversation(convo, record.conversation_id) if r["event"] == "start"
+            ]
+        )
+    )
+    assert [s["mode"] for s in starts] == ["fresh", "resume"]
+    assert "MK-1-3-KM" in starts[-1]["prompt"]
+    assert _received(convo) == Counter({"MK-1-1-KM": 1, "MK-1-2-KM": 1, "MK-1-3-KM": 1})
+
+
+def test_unknown_activity_never_hibernates(
+    real_tmux, fake_harness, make_dispatcher, store, events, make_event, wait_for
+):
+    """An adapter that cannot tell ("unknown") never has its harness ended, even with
+    items waiting for a slot: the agent's work comes first."""
+    program, convo = fake_harness
+    disp = make_dispatcher(
+        real_tmux, UnknownAdapter(program, convo), launcher=_launcher(convo), max_live=1
+    )
+    ref = WorkItemRef.parse("local:nap#2")
+    assert disp.dispatch(make_event(ref)).reason == "spawned"
+    waiting = make_event(WorkItemRef.parse("local:nap#3"))
+    store.inbox.accept("test", [waiting])
+    Drain(store, disp, events, versions=V, idle=0.02).run(until_idle=True)
+    assert store.inbox.by_delivery(waiting.delivery_id).last_reason == "capacity_full"
+    sweeper = Hibernator(disp, after=1.0)
+    time.sleep(1.2)
+    for _ in range(3):
+        assert sweeper.sweep() == []
+    assert store.registry.get(ref).status == "active"
+    assert real_tmux.probe(ref.tmux_name()).value == "live"
+
+
+def test_memory_is_the_rss_of_each_panes_process_tree(real_tmux, tmp_path):
+    """One pass over the process table: a pane whose shell runs a child holding ~40 MB
+    reports at least that much, the child included."""
+    import sys
+
+    hog = "x = bytearray(40 * 1024 * 1024); x[::4096] = b'1' * len(x[::4096]); import time; time.sleep(60)"
+    argv = ["sh", "-c", f'{sys.executable} -c "{hog}"; sleep 60']
+    assert real_tmux.spawn("loop-local_mem_1", argv, str(tmp_path)).ok
+    assert real_tmux.spawn("loop-local_mem_2", ["sleep", "60"], str(tmp_path)).ok
+    from loop_tmux.testing import wait_until
+
+    rss = wait_until(
+        lambda: (
+            (r := session_rss(real_tmux, ["loop-local_mem_1", "loop-local_mem_2"]))
+            and r.get("loop-local_mem_1", 0) > 40 << 20
+            and r
+        ),
+        timeout=20,
+    )
+    assert 0 < rss["loop-local_mem_2"] < 20 << 20
+    assert "bystander" not in rss
