@@ -190,7 +190,8 @@ def test_max_live_two_drains_fair_never_over_committed_every_comment_once(
     assert len(events.read("session.spawned")) == 5
     assert all(e["detail"]["max_live"] == 2 for e in events.read("session.deferred"))
     hibernated = events.read("session.hibernated")
-    assert hibernated and all(e["detail"]["why"] == "capacity" for e in hibernated)
+    assert hibernated
+    assert all(e["detail"]["why"] == "capacity" for e in hibernated)
     # Every follow-up to a hibernated session woke its conversation: resumed, never fresh.
     assert len(asleep) >= 3  # five items, at most two live
     resumed = [e for e in events.read("session.respawned") if e["detail"]["resumed"]]
@@ -219,7 +220,8 @@ def test_an_idle_session_hibernates_keeps_its_scrollback_and_resumes_on_its_next
     store.inbox.accept("test", [pending])
     wait_for(lambda: adapter.activity(None, record.conversation_id) == "idle", timeout=20)
     time.sleep(1.2)
-    assert sweeper.sweep() == [] and sweeper.sweep() == []
+    assert sweeper.sweep() == []
+    assert sweeper.sweep() == []
     assert store.registry.get(ref).status == "active"
     Drain(store, disp, events, versions=V, idle=0.02).run(until_idle=True)
     assert _received(convo)["MK-1-2-KM"] == 1
@@ -233,7 +235,8 @@ def test_an_idle_session_hibernates_keeps_its_scrollback_and_resumes_on_its_next
     [exit_record] = [
         r for r in read_conversation(convo, record.conversation_id) if r["event"] == "exit"
     ]
-    assert exit_record["signal"] == "SIGTERM" and "mid_turn" not in exit_record
+    assert exit_record["signal"] == "SIGTERM"
+    assert "mid_turn" not in exit_record
     [event] = events.read("session.hibernated")
     assert event["detail"]["conversation_id"] == record.conversation_id
     assert event["detail"]["rss_bytes"] > 1 << 20
@@ -286,7 +289,7 @@ def test_memory_is_the_rss_of_each_panes_process_tree(real_tmux, tmp_path):
     reports at least that much, the child included."""
     import sys
 
-    hog = "x = bytearray(40 * 1024 * 1024); x[::4096] = b'1' * len(x[::4096]); import time; time.sleep(60)"
+    hog = "import time; x = b'1' * (40 << 20); time.sleep(60)"
     argv = ["sh", "-c", f'{sys.executable} -c "{hog}"; sleep 60']
     assert real_tmux.spawn("loop-local_mem_1", argv, str(tmp_path)).ok
     assert real_tmux.spawn("loop-local_mem_2", ["sleep", "60"], str(tmp_path)).ok
