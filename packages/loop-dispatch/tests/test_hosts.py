@@ -368,3 +368,36 @@ def test_a_moved_item_gets_a_fresh_conversation_noted_as_session_moved(db, tmp_p
         assert moved[0]["detail"]["from_host"] == "host-a"
         assert moved[0]["detail"]["to_host"] == "host-b"
         assert moved[0]["detail"]["previous_conversation_id"] == "old"
+
+
+def test_placement_never_puts_an_item_on_a_host_at_its_max_live(db) -> None:
+    """Issue 25: host A (maxLive 1) holds a live session; host B (maxLive 2) has room
+    for two. New items go to B only, however much placement weight (maxSessions) A
+    has; with both full, a new item waits unplaced in the inbox, never lost."""
+    with _open(db) as sa, _open(db) as sb:
+        a = HostLease(sa, "host-a", max_sessions=50, lease_seconds=30, owner="a/1/1", max_live=1)
+        b = HostLease(sb, "host-b", max_sessions=5, lease_seconds=30, owner="b/2/2", max_live=2)
+        a.beat(force=True)
+        b.beat(force=True)
+        sa.inbox.accept("webhook", [_event(0, 0)])
+        [first] = a.hosts.claim("host-a", a.owner, limit=5, lease_seconds=60, alive=lambda o: True)
+        sa.registry.register(
+            WorkItemRef.parse(first.work_item), harness="x", conversation_id=None, cwd="/"
+        )
+        sa.inbox.done(first.seq, a.owner, "processed", "spawned")
+        sa.inbox.accept("webhook", [_event(n, 0) for n in (1, 2, 3)])
+
+        def claim(lease: HostLease) -> list[str]:
+            got = lease.hosts.claim(
+                lease.name, lease.owner, limit=5, lease_seconds=60, alive=lambda o: True
+            )
+            return [e.work_item for e in got]
+
+        assert claim(a) == []  # A is full: nothing new for it
+        assert claim(b) == ["local:fleet#2", "local:fleet#3"]  # B's two slots
+        assert claim(a) == []
+        assert claim(b) == []  # its two placed items hold both of its slots
+        hosts = Hosts(sa)
+        assert hosts.placement("local:fleet#4") is None  # waiting, unplaced
+        waiting = sa.query("SELECT state FROM inbox WHERE work_item = 'local:fleet#4'")
+        assert [r[0] for r in waiting] == ["pending"]

@@ -432,6 +432,7 @@ class Runtime:
             cfg.effective_name(),
             max_sessions=cfg.max_sessions,
             lease_seconds=cfg.lease_seconds,
+            max_live=cfg.max_live,
             fence=self.fence,
         )
 

@@ -100,7 +100,21 @@ HOSTS_MIGRATIONS = [
     """
     ALTER TABLE hosts ADD COLUMN machine TEXT;
     """,
+    # v4: the host's `host.maxLive` (NULL: uncapped), so placement never puts an item
+    # on a full host (issue 25).
+    """
+    ALTER TABLE hosts ADD COLUMN max_live INTEGER;
+    """,
 ]
+
+# Per host: the items that hold or want a slot there (an active session, or an open
+# event that would start or wake one), counted on the database at claim time.
+_HOLDING = (
+    "SELECT p.host, count(*) FROM placements p WHERE EXISTS (SELECT 1 FROM sessions s "
+    "WHERE s.work_item = p.work_item AND s.status = 'active') OR EXISTS (SELECT 1 FROM "
+    "inbox i WHERE i.work_item = p.work_item AND i.state IN ('pending', 'claimed')) "
+    "GROUP BY p.host"
+)
 
 # Candidates: claimable queue heads this host may take (placed here, unplaced, or
 # placed on a host whose lease ran out more than the takeover margin ago), with their
@@ -226,6 +240,7 @@ class Hosts:
         max_sessions: int,
         lease_seconds: float,
         sessions: int = 0,
+        max_live: int | None = None,
     ) -> bool:
         """Take or renew `name`'s lease, until the database's clock now plus
         `lease_seconds`. Returns True when the lease had lapsed (or was taken by a
@@ -257,9 +272,10 @@ class Hosts:
             until = iso(now + timedelta(seconds=lease_seconds))
             conn.execute(
                 "INSERT INTO hosts(name, owner, max_sessions, lease_seconds, sessions, "
-                "started_at, heartbeat_at, lease_until, machine) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "started_at, heartbeat_at, lease_until, machine, max_live) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT(name) DO UPDATE SET owner = excluded.owner, "
+                "max_live = excluded.max_live, "
                 "max_sessions = excluded.max_sessions, lease_seconds = excluded.lease_seconds, "
                 "sessions = excluded.sessions, heartbeat_at = excluded.heartbeat_at, "
                 "lease_until = excluded.lease_until, machine = excluded.machine, "
@@ -275,6 +291,7 @@ class Hosts:
                     iso(now),
                     until,
                     machine,
+                    max_live,
                 ),
             )
         return lapsed
@@ -387,10 +404,17 @@ class Hosts:
             held_since = iso(now - timedelta(seconds=self.margin))
             hosts = conn.execute(
                 "SELECT h.name, h.owner, h.lease_until, h.max_sessions, (SELECT count(*) "
-                "FROM placements p WHERE p.host = h.name) FROM hosts h WHERE h.lease_until > ?",
+                "FROM placements p WHERE p.host = h.name), h.max_live FROM hosts h "
+                "WHERE h.lease_until > ?",
                 (held_since,),
             ).fetchall()
             live = {r[0]: int(r[3]) - int(r[4]) for r in hosts if r[2] > nows}
+            holding = {str(r[0]): int(r[1]) for r in conn.execute(_HOLDING).fetchall()}
+            room = {
+                r[0]: int(r[5]) - holding.get(r[0], 0)
+                for r in hosts
+                if r[2] > nows and r[5] is not None
+            }
             held = {r[0] for r in hosts}
             if host not in live or not any(r[0] == host and r[1] == owner for r in hosts):
                 return []
@@ -399,7 +423,7 @@ class Hosts:
             sql = _CANDIDATES.replace("{owners}", marks)
             window = max(limit * 4, 32)
             rows = conn.execute(sql, (nows, nows, *dead, host, held_since, window)).fetchall()
-            chosen, moves = self._choose(rows, host, live, limit)
+            chosen, moves = self._choose(rows, host, live, limit, room)
             if not chosen:
                 return []
             # Lock the chosen heads; one another host holds is skipped (SKIP LOCKED), one
@@ -472,12 +496,19 @@ class Hosts:
 
     @staticmethod
     def _choose(
-        rows: Sequence[Any], host: str, live: dict[str, int], limit: int
+        rows: Sequence[Any],
+        host: str,
+        live: dict[str, int],
+        limit: int,
+        room: dict[str, int] | None = None,
     ) -> tuple[builtins.list[int], dict[str, str]]:
         """The heads this host takes: its own items, and new or orphaned items that
         placement by free capacity gives it (every host computes the same assignment
-        from the same view, so each takes only its share). Ties go to this host."""
+        from the same view, so each takes only its share). Ties go to this host.
+        A host at its `maxLive` (`room`: slots left, capped hosts only) is never given
+        an item; with every host full, a new item waits unplaced in the inbox."""
         free = dict(live)
+        slots = dict(room or {})
         chosen: list[int] = []
         moves: dict[str, str] = {}
         for seq, work_item, placed in rows:
@@ -486,8 +517,13 @@ class Hosts:
             if placed == host:
                 chosen.append(int(seq))
                 continue
-            target = max(free, key=lambda h: (free[h], h == host, h))
+            open_hosts = [h for h in free if slots.get(h, 1) > 0]
+            if not open_hosts:
+                continue
+            target = max(open_hosts, key=lambda h: (free[h], h == host, h))
             free[target] -= 1
+            if target in slots:
+                slots[target] -= 1
             if target == host:
                 chosen.append(int(seq))
                 if placed is not None:
@@ -507,6 +543,7 @@ class HostLease:
         *,
         max_sessions: int,
         lease_seconds: float,
+        max_live: int | None = None,
         owner: str | None = None,
         clock: Clock = utcnow,
         sessions: Callable[[], int] | None = None,
@@ -517,6 +554,7 @@ class HostLease:
         self.name = name
         self.owner = owner or host_owner(name)
         self.max_sessions = max_sessions
+        self.max_live = max_live
         self.lease_seconds = lease_seconds
         self.fence = fence or LeaseFence(lease_seconds)
         self._sessions = sessions
@@ -537,6 +575,7 @@ class HostLease:
             max_sessions=self.max_sessions,
             lease_seconds=self.lease_seconds,
             sessions=count,
+            max_live=self.max_live,
         )
         self.fence.renewed(started)
         if lapsed:
