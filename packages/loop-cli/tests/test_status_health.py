@@ -48,7 +48,7 @@ def test_all_checks_ok_while_work_flows(run_cli, loop_config, isolated):
     result = run_cli("status", "--format", "json")
     assert result.exit_code == 0, result.output
     checks = _health(result)
-    assert set(checks) == {"poller", "poll-cycles", "inbox", "store", "tmux"}
+    assert set(checks) == {"poller", "poll-cycles", "inbox", "store", "tmux", "memory"}
     assert {c["state"] for c in checks.values()} == {"ok"}
     assert json.loads(result.output)["ok"] is True
     assert "health:    ok" in run_cli("status").output
@@ -72,7 +72,7 @@ def test_failing_poll_cycles_make_status_not_ok(run_cli, loop_config, isolated):
 
     text = run_cli("status")
     assert text.exit_code == 1
-    assert "health:    NOT OK: 1 of 5 check(s) failing" in text.output
+    assert "health:    NOT OK: 1 of 6 check(s) failing" in text.output
     assert f"last poll: 2026-01-01T00:00:00+00:00 FAILED: {error}" in text.output
     assert "remedy: fix what the error names" in text.output
 
@@ -168,3 +168,45 @@ def test_stale_heartbeat_names_the_daemon_and_the_remedy(run_cli, loop_config, i
     assert "heartbeat stale: last beat" in poller["reason"]
     assert f"(pid {os.getpid()})" in poller["reason"]
     assert "restart it" in poller["remedy"]
+
+
+def test_capacity_line_memory_figures_and_the_memory_warning(
+    run_cli, write_config, tmux_socket, isolated
+):
+    """Issue 25: with `host.maxLive: 1`, a second item waits for a slot; `status` says
+    `1/1 live, 1 waiting for a slot` and the live session's memory (its pane's process
+    tree, real processes); past `host.memoryWarnShare` the `memory` check warns, which
+    leaves `ok` (and the exit code) alone. `sessions list` shows each one's memory."""
+    (isolated / "work").mkdir(exist_ok=True)
+    write_config(
+        {
+            "routing": {"tmuxSocket": tmux_socket},
+            "harness": {"cwd": str(isolated / "work")},
+            "host": {"maxLive": 1, "memoryWarnShare": 0.000001},
+        }
+    )
+    run_cli("item", "open", "first")
+    run_cli("item", "open", "second")
+    assert run_cli("poll", "--once").exit_code == 0  # the wait is transient, not a failure
+    _beat(isolated, {**OK_CYCLE, "failedCycles": 0})
+
+    result = run_cli("status", "--format", "json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    capacity = data["capacity"]
+    assert (capacity["live"], capacity["maxLive"], capacity["waiting"]) == (1, 1, 1)
+    [one] = capacity["memory"]["sessions"]
+    assert one["rssBytes"] > 1 << 20  # a real process tree, not a placeholder
+    assert capacity["memory"]["totalBytes"] == one["rssBytes"]
+    memory = _health(result)["memory"]
+    assert memory["state"] == "warning"
+    assert "host.memoryWarnShare" in memory["reason"]
+    assert data["ok"] is True
+    text = run_cli("status").output
+    assert "capacity:  1/1 live, 1 waiting for a slot, 0 hibernated" in text
+    assert "WARNING:   memory: harnesses hold" in text
+
+    rows = json.loads(run_cli("sessions", "list", "-o", "json").output)
+    [live] = [r for r in rows if r["presence"] == "live"]
+    assert live["rssBytes"] == one["rssBytes"] or live["rssBytes"] > 1 << 20
+    assert "memory: " in run_cli("sessions", "list").output

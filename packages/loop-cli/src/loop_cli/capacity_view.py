@@ -48,7 +48,7 @@ def capacity_block(rt: Runtime, records: Sequence[SessionRecord], fleet: Fleet) 
         "hibernateAfterSeconds": rt.config.sessions.hibernate_after_seconds,
         "memory": {
             "totalBytes": total,
-            "sessions": memory,
+            "sessions": [{"tmuxName": n, "rssBytes": b} for n, b in sorted(memory.items())],
             "availableBytes": None if host_memory is None else host_memory.available,
             "hostTotalBytes": None if host_memory is None else host_memory.total,
             "warnShare": rt.config.host.memory_warn_share,
