@@ -523,3 +523,58 @@ def test_the_real_clis_prompts_are_dialogs_and_the_detector_raises_them(
     finally:
         rt.close()
         subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True, check=False)
+
+
+class _IdleByFile(ClaudeCodeAdapter):
+    """Claude Code read structurally, as issue 25 point 1 has the adapter read it: idle
+    when the conversation file's last message is the assistant's, its turn ended."""
+
+    def activity(self, view, conversation_id=None) -> str:
+        path = self.conversation_file(conversation_id) if conversation_id else None
+        if path is None or not path.exists():
+            return "unknown"
+        messages = [
+            record
+            for line in path.read_text().splitlines()
+            if line.strip() and (record := json.loads(line)).get("type") in ("user", "assistant")
+        ]
+        if not messages or messages[-1]["type"] != "assistant":
+            return "busy"
+        last = messages[-1].get("message") or {}
+        return "idle" if last.get("stop_reason") in ("end_turn", None) else "busy"
+
+
+def test_a_hibernated_sessions_next_comment_reaches_the_model_with_its_history(
+    rig_for,
+) -> None:
+    """Issue 25: the poll daemon's sweep ends an idle Claude Code (the pane and its
+    scrollback kept, the record `hibernated`); the next comment resumes the same
+    conversation, and the model's request holds the turns from before the hibernation."""
+    from loop_dispatch.hibernation import Hibernator
+
+    rig = rig_for("claude-code")
+    rig.adapter = rig.dispatcher.adapter = _IdleByFile(
+        str(_binary("claude-code")), state_dir=rig.home
+    )
+    ref, opening, later = _ref(30), _marker("before-nap"), _marker("after-nap")
+    assert rig.until_processed(rig.source.add(ref, opening, EventKind.OPENED)) == "processed"
+    assert rig.wait_turns(opening)
+    conversation = rig.store.registry.get(ref).conversation_id
+    sweeper = Hibernator(rig.dispatcher, after=1.0)
+    deadline = time.monotonic() + 60
+    while not (slept := sweeper.sweep()):
+        assert time.monotonic() < deadline, "the idle session was never hibernated"
+        time.sleep(0.5)
+    assert [h.work_item for h in slept] == [str(ref)]
+    assert rig.store.registry.get(ref).status == "hibernated"
+    assert rig.tmux.probe(ref.tmux_name()).value == "dead"  # pane and scrollback kept
+    [napped] = rig.log("session.hibernated")
+    assert napped["detail"]["rss_bytes"] > 10 << 20  # a real Node process tree
+
+    assert rig.until_processed(rig.source.add(ref, f"Next: {later}")) == "processed"
+    assert rig.wait_turns(later), "the comment after hibernation never reached the model"
+    resumed = rig.conversation_with(later)
+    assert any(opening in t for t in resumed), "the resumed conversation lost its history"
+    record = rig.store.registry.get(ref)
+    assert (record.status, record.conversation_id) == ("active", conversation)
+    assert rig.log("session.respawned")[-1]["detail"]["resumed"] is True
