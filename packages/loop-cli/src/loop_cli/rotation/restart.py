@@ -287,7 +287,8 @@ def _records(
     out: list[tuple[str, SessionRecord | None]] = []
     for ref in selection.refs:
         record = registry.get(ref)
-        out.append((str(ref), record if record is not None and record.active else None))
+        live = record is not None and record.status == "active"  # hibernated: nothing runs
+        out.append((str(ref), record if live else None))
     return out
 
 
