@@ -104,8 +104,7 @@ def main(n: int, max_live: int) -> int:
         tracker = LocalTracker(rt.store)
         markers = [f"open-{uuid.uuid4().hex[:8]}" for _ in range(n)]
         refs = [
-            tracker.open(f"item {i}", f"bench item {markers[i]}", project="bench")
-            for i in range(n)
+            tracker.open(f"item {i}", f"bench item {markers[i]}", project="bench") for i in range(n)
         ]
         begun = time.monotonic()
         deadline = begun + 120 + 15 * n
