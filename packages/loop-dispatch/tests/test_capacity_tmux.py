@@ -112,6 +112,7 @@ class Sampler(threading.Thread):
             self.stop.wait(0.02)
 
 
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 def test_max_live_two_drains_fair_never_over_committed_every_comment_once(
     real_tmux, fake_harness, make_dispatcher, store, events, make_event, wait_for
 ):
