@@ -218,7 +218,10 @@ def test_status_counts_and_exit_code(run_cli, write_config, tmux_socket, isolate
     )
     assert data["ok"] is True
     text = run_cli("status")
-    assert "sessions:  2 registered: 1 live, 0 dead, 1 absent, 0 unknown (1 closed)" in text.output
+    assert (
+        "sessions:  2 registered: 1 live, 0 dead, 1 absent, 0 unknown, 0 hibernated (1 closed)"
+        in text.output
+    )
     assert "poller:    disabled" in text.output
 
     from loop_tmux import Tmux, TmuxUnavailable

@@ -296,13 +296,22 @@ def _state(hb: heartbeat.Heartbeat, running: bool) -> str:
 
 def session_counts(records: list[SessionRecord], fleet: Fleet) -> dict[str, Any]:
     """Registered (active) sessions by presence, from the one fleet read."""
-    counts: dict[str, Any] = {"registered": 0, LIVE: 0, DEAD: 0, ABSENT: 0, UNKNOWN: 0, "closed": 0}
+    counts: dict[str, Any] = {
+        "registered": 0,
+        LIVE: 0,
+        DEAD: 0,
+        ABSENT: 0,
+        UNKNOWN: 0,
+        "closed": 0,
+        "hibernated": 0,
+    }
     for record in records:
         if not record.active:
             counts["closed"] += 1
             continue
         counts["registered"] += 1
-        counts[fleet.presence(record.tmux_name)] += 1
+        # A hibernated harness was ended on purpose: not a dead one (issue 25).
+        counts["hibernated" if record.hibernated else fleet.presence(record.tmux_name)] += 1
     counts["tmuxError"] = fleet.error
     return counts
 
@@ -346,7 +355,8 @@ def render_text(status: dict[str, Any]) -> str:
     s = status["sessions"]
     lines.append(
         f"sessions:  {s['registered']} registered: {s[LIVE]} live, {s[DEAD]} dead, "
-        f"{s[ABSENT]} absent, {s[UNKNOWN]} unknown ({s['closed']} closed)"
+        f"{s[ABSENT]} absent, {s[UNKNOWN]} unknown, {s.get('hibernated', 0)} hibernated "
+        f"({s['closed']} closed)"
     )
     if s.get("tmuxError"):
         lines.append(f"tmux:      did not answer: {s['tmuxError']}")
