@@ -306,3 +306,26 @@ def test_memory_is_the_rss_of_each_panes_process_tree(real_tmux, tmp_path):
     )
     assert 0 < rss["loop-local_mem_2"] < 20 << 20
     assert "bystander" not in rss
+
+
+def test_a_session_whose_item_is_locked_is_never_ended(
+    real_tmux, fake_harness, make_dispatcher, store, make_event, wait_for
+):
+    """The sweep takes the item's lock before its verdict and holds it to the end: while
+    a delivery holds the item (here: the test holds its lock), nothing is ended."""
+    from loop_dispatch.lock import item_lock
+
+    program, convo = fake_harness
+    adapter = FileIdleAdapter(program, convo)
+    disp = make_dispatcher(real_tmux, adapter, launcher=_launcher(convo))
+    ref = WorkItemRef.parse("local:nap#4")
+    assert disp.dispatch(make_event(ref)).reason == "spawned"
+    record = store.registry.get(ref)
+    wait_for(lambda: adapter.activity(None, record.conversation_id) == "idle", timeout=20)
+    sweeper = Hibernator(disp, after=0.0)
+    with item_lock(disp.lock_dir, ref):
+        assert sweeper.sweep() == []
+        assert sweeper.sweep() == []
+        assert real_tmux.probe(ref.tmux_name()).value == "live"
+        assert store.registry.get(ref).status == "active"
+    assert [h.work_item for h in sweeper.sweep()] == [str(ref)]
