@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from loop_tmux import Presence
+from loop_tmux import PaneView, Presence, TmuxUnavailable
 
 from .lock import LockTimeout, LockUnavailable, item_lock
 from .memory import session_rss
@@ -71,11 +71,12 @@ class Hibernator:
             return []
         records = self.d.store.registry.list("active")
         open_items = self._open_items()
+        views = self._views([r.tmux_name for r in records if str(r.work_item) not in open_items])
         now = self.clock()
         idle: list[tuple[float, SessionRecord]] = []
         for record in records:
             key = str(record.work_item)
-            if key not in open_items and self._idle(record):
+            if key not in open_items and self._says_idle(views.get(record.tmux_name), record):
                 since = self._idle_since.setdefault(key, now)
                 idle.append((since, record))
             else:
@@ -108,12 +109,27 @@ class Hibernator:
         )
         return {str(r[0]) for r in rows}
 
-    def _idle(self, record: SessionRecord) -> bool:
-        seen = self.d.tmux.observe(record.tmux_name, capture=True)
-        view = seen.view
-        if seen.presence is not Presence.LIVE or view is None or view.dead:
+    def _views(self, names: list[str]) -> dict[str, PaneView | None]:
+        """Every screen in as few tmux calls as tmux allows; {} when tmux is silent
+        (nothing is then idle: nothing is ended)."""
+        if not names:
+            return {}
+        try:
+            return self.d.tmux.pane_views(names, capture=True)
+        except TmuxUnavailable:
+            return {}
+
+    def _says_idle(self, view: PaneView | None, record: SessionRecord) -> bool:
+        if view is None or view.dead:
             return False
         return self.d.adapter.activity(view, record.conversation_id) == "idle"
+
+    def _idle(self, record: SessionRecord) -> bool:
+        """The verdict read again, under the item's lock (one tmux call)."""
+        seen = self.d.tmux.observe(record.tmux_name, capture=True)
+        if seen.presence is not Presence.LIVE:
+            return False
+        return self._says_idle(seen.view, record)
 
     def _hibernate(self, record: SessionRecord, idle_seconds: float, why: str) -> Hibernated | None:
         """Under the item's lock: the verdict again, then the end. None when the item is
