@@ -221,3 +221,20 @@ def test_detector_on_real_panes_raises_once_survives_a_restart_and_clears(
     rows = json.loads(out.output)
     assert sorted(r["ref"] for r in rows) == ["local:proj#2", "local:proj#3"]
     assert {a["reason"] for r in rows for a in r["attention"]} == {NO_PROGRESS, DEAD_OPEN}
+
+
+def test_a_hibernated_session_is_not_a_dead_agent(
+    detector: Callable[[], Runtime], isolated: Path, wait: Callable[..., object]
+) -> None:
+    """Its harness was ended on purpose (hibernation): no dead-with-open-item for it,
+    while an agent that died on its own beside it is raised."""
+    rt = detector()
+    try:
+        slept = _start(rt, 5, _drawing("bye", then_exit=True), isolated)[0]
+        died = _start(rt, 6, _drawing("bye", then_exit=True), isolated)[0]
+        wait(lambda: rt.tmux.pane_view(slept).dead and rt.tmux.pane_view(died).dead)
+        assert rt.store.registry.hibernate(WorkItemRef.parse("local:proj#5"))
+        raised = sweep(rt, datetime.now(timezone.utc)).raised
+    finally:
+        rt.close()
+    assert [(s.work_item, s.reason) for s in raised] == [("local:proj#6", DEAD_OPEN)]

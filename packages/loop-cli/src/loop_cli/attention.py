@@ -215,7 +215,8 @@ def observe(
     cfg = rt.config.attention
     seen: list[Seen] = []
     new_marks: dict[str, Mark] = {}
-    active = [r for r in records if r.active]
+    # A hibernated session's harness was ended on purpose (issue 25): not a dead agent.
+    active = [r for r in records if r.active and not r.hibernated]
     live = [r for r in active if fleet.presence(r.tmux_name) == LIVE]
     views = _screens(rt, live)
     for record in active:
