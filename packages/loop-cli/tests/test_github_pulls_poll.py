@@ -99,12 +99,14 @@ def test_failed_check_on_a_loop_branch_reaches_its_item(fake: FakeGitHub) -> Non
     assert event.work_item == ITEM1
     assert event.delivery_id == f"check-run:github:{REPO}:{run.id}:failure"
     assert event.subject == f"CI failure: check run {run.id}"
-    # Idle: the activity probe and the linked PR's check probe, both 304s (free).
+    # Idle: the activity probe and the linked PR's three CI probes (check runs, check
+    # suites, commit statuses: issue 27), all 304s (free), no GraphQL.
     fake.tick(300)
     poller.cycle()
     poller.cycle()
     paths = [path for path, _, _ in fake.requests]
-    assert len(paths) == 2
+    assert len(paths) == 4
+    assert "/graphql" not in paths
     assert all(status == 304 for _, _, status in fake.requests)
     # Merged: the item hears of it, and its checks are no longer probed.
     fake.close_pull(REPO, pr.number, merged=True)

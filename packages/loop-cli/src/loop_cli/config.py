@@ -121,6 +121,9 @@ class GitHubConfig(_Section, frozen=True, kw_only=True):
     # React on the triggering comment (eyes: delivered; rocket: in the conversation;
     # confused + one comment: given up), so the commenter sees it arrived.
     reactions: bool = True
+    # Issue 27: a failing check is pasted at most this many times per head commit, then
+    # once more to say the budget ran out, then not until it passes or the head moves.
+    ci_retries: Annotated[int, Meta(ge=1, le=100)] = 3
 
 
 TrackerName = Literal["local", "github", "jira"]

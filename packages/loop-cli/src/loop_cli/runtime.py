@@ -79,12 +79,14 @@ def build_launcher(config: Config, config_path: Path | None = None) -> Launcher:
     return pane_launcher(config, config_path)
 
 
-def build_sources(config: Config, store: Store) -> list[Source]:
+def build_sources(config: Config, store: Store, event_log: EventLog | None = None) -> list[Source]:
     """Every tracker the poller reads (`trackers`, else `tracker`), each its own cursor."""
-    return [build_source(config, store, name) for name in config.active_trackers()]
+    return [build_source(config, store, name, event_log) for name in config.active_trackers()]
 
 
-def build_source(config: Config, store: Store, tracker: str | None = None) -> Source:
+def build_source(
+    config: Config, store: Store, tracker: str | None = None, event_log: EventLog | None = None
+) -> Source:
     """One tracker the poller reads: the local tracker, GitHub or Jira."""
     tracker = tracker or config.tracker
     if tracker == "local":
@@ -115,6 +117,8 @@ def build_source(config: Config, store: Store, tracker: str | None = None) -> So
         authorized_actors=list(config.authorized_actors),
         store=store,
         session_per_pr=config.github.session_per_pr,
+        ci_retries=config.github.ci_retries,
+        event_log=event_log,
     )
 
 
@@ -611,7 +615,7 @@ class Runtime:
     def sources(self) -> list[Source]:
         """The configured sources, built once per process: they keep HTTP connections."""
         if self._sources is None:
-            built = build_sources(self.config, self.store)
+            built = build_sources(self.config, self.store, self.event_log)
             self._opened.extend(s for s in built if hasattr(s, "close"))
             self._sources = built
         return self._sources

@@ -4,7 +4,9 @@ It models what the poller relies on: issues with labels and state, comments, `si
 (inclusive, on updated_at), `sort`/`direction`, `per_page`/`page` pagination with Link
 headers, weak ETags and 304s (which, as on GitHub, do not count against the rate limit),
 `X-RateLimit-*` headers and a 403 with Retry-After when the budget is spent, listing
-lag, injectable 5xx and slow responses, `GET /user`, and a request log.
+lag, injectable 5xx and slow responses, `GET /user`, and a request log; commit statuses
+and check suites, and `POST /graphql` for PRs' `closingIssuesReferences` (the sidebar),
+with GitHub's 200-with-`errors` failures (issue 27).
 """
 
 from . import payloads

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import threading
 import time
 from collections import Counter
@@ -52,6 +53,8 @@ class FakePull:
     head_sha: str
     merged: bool = False
     fork: str | None = None  # OWNER/REPO of the fork its head is in; None: this repository
+    # Issues linked in the Development sidebar: (OWNER/REPO, number).
+    sidebar: list[tuple[str, int]] = field(default_factory=list)
 
 
 @dataclass
@@ -87,6 +90,25 @@ class FakeCheckRun:
 
 
 @dataclass
+class FakeStatus:
+    id: int
+    sha: str
+    context: str
+    state: str  # error | failure | pending | success
+    created_at: datetime
+
+
+@dataclass
+class FakeCheckSuite:
+    id: int
+    head_sha: str
+    head_branch: str
+    app: str
+    conclusion: str
+    updated_at: datetime
+
+
+@dataclass
 class FakeComment:
     id: int
     issue_number: int
@@ -105,6 +127,8 @@ class FakeRepo:
     reviews: list[FakeReview] = field(default_factory=list)
     review_comments: list[FakeReviewComment] = field(default_factory=list)
     check_runs: list[FakeCheckRun] = field(default_factory=list)
+    statuses: list[FakeStatus] = field(default_factory=list)
+    check_suites: list[FakeCheckSuite] = field(default_factory=list)
     # (subject kind "issues"|"pulls", comment id, content, user) in the order posted
     reactions: list[tuple[str, int, str, str]] = field(default_factory=list)
     # Issue events (GET /repos/o/r/issues/N/events): (number, event, label, created_at).
@@ -131,6 +155,8 @@ class FakeGitHub:
         self.limited_status = 403
         self.faults: list[tuple[str, float]] = []  # ("status", 502) | ("delay", seconds)
         self.requests: list[tuple[str, str, int]] = []  # (path, query, status)
+        self.graphql_documents: list[str] = []  # every GraphQL query received, as sent
+        self.graphql_faults: list[list[dict[str, Any]]] = []  # next answers' `errors`
         self._lock = threading.Lock()
         self._next_id = 1000
         self._serving: Any = None
@@ -250,6 +276,71 @@ class FakeGitHub:
             item = FakeCheckRun(self._next_id, pull.head_sha, pull.head_ref, name, conclusion, at)
             repo.check_runs.append(item)
             return item
+
+    def status(
+        self, full_name: str, number: int, state: str = "failure", context: str = "ci/lint"
+    ) -> FakeStatus:
+        """A commit status on the PR's head (`POST /repos/o/r/statuses/SHA`); like a
+        check it does not touch the PR."""
+        repo = self.repo(full_name)
+        at = self.tick()
+        with self._lock:
+            pull = repo.issues[number].pull
+            assert pull is not None
+            self._next_id += 1
+            item = FakeStatus(self._next_id, pull.head_sha, context, state, at)
+            repo.statuses.append(item)
+            return item
+
+    def check_suite(
+        self, full_name: str, number: int, conclusion: str = "failure", app: str = "Buildkite"
+    ) -> FakeCheckSuite:
+        """A completed check suite (an app's whole CI run) on the PR's head."""
+        repo = self.repo(full_name)
+        at = self.tick()
+        with self._lock:
+            pull = repo.issues[number].pull
+            assert pull is not None
+            self._next_id += 1
+            item = FakeCheckSuite(self._next_id, pull.head_sha, pull.head_ref, app, conclusion, at)
+            repo.check_suites.append(item)
+            return item
+
+    def push(self, full_name: str, number: int) -> str:
+        """A new head commit on the PR (bumps it, as a push does)."""
+        repo = self.repo(full_name)
+        at = self.tick()
+        with self._lock:
+            issue = repo.issues[number]
+            assert issue.pull is not None
+            issue.pull.head_sha = hashlib.sha1(f"{issue.pull.head_sha}+".encode()).hexdigest()
+            issue.updated_at = at
+            return issue.pull.head_sha
+
+    def link_sidebar(self, full_name: str, number: int, target: str, issue: int) -> None:
+        """Link the PR to `target#issue` in the Development sidebar. GitHub records a
+        `connected` event on the PR, which bumps its `updated_at`."""
+        repo = self.repo(full_name)
+        at = self.tick()
+        with self._lock:
+            pr = repo.issues[number]
+            assert pr.pull is not None
+            pr.pull.sidebar.append((target, issue))
+            pr.updated_at = at
+
+    def unlink_sidebar(self, full_name: str, number: int, target: str, issue: int) -> None:
+        repo = self.repo(full_name)
+        at = self.tick()
+        with self._lock:
+            pr = repo.issues[number]
+            assert pr.pull is not None
+            pr.pull.sidebar.remove((target, issue))
+            pr.updated_at = at
+
+    def fail_graphql(self, errors: list[dict[str, Any]]) -> None:
+        """The next GraphQL answer is 200 with this `errors` array and `data: null`."""
+        with self._lock:
+            self.graphql_faults.append(errors)
 
     def label(self, full_name: str, number: int, label: str) -> None:
         repo = self.repo(full_name)
@@ -435,6 +526,117 @@ class FakeGitHub:
             and issue.pull.fork is None
         ]
 
+    def _status_json(self, repo: FakeRepo, item: FakeStatus) -> dict[str, Any]:
+        return {
+            "id": item.id,
+            "context": item.context,
+            "state": item.state,
+            "description": f"{item.context} {item.state}",
+            "target_url": f"https://ci.example/{repo.owner}/{repo.name}/{item.id}",
+            "created_at": iso(item.created_at),
+            "updated_at": iso(item.created_at),
+        }
+
+    def _check_suite_json(self, repo: FakeRepo, item: FakeCheckSuite) -> dict[str, Any]:
+        run = FakeCheckRun(item.id, item.head_sha, item.head_branch, "", "", item.updated_at)
+        return {
+            "id": item.id,
+            "head_branch": item.head_branch,
+            "head_sha": item.head_sha,
+            "status": "completed",
+            "conclusion": item.conclusion,
+            "app": {"name": item.app, "slug": item.app.lower()},
+            "created_at": iso(item.updated_at),
+            "updated_at": iso(item.updated_at),
+            "pull_requests": self._check_prs(repo, run),
+        }
+
+    async def _graphql(self, request: Request) -> Response:
+        """`POST /graphql` for what the poller asks: `repository(owner:, name:)` with
+        aliased `pullRequest(number:)` fields selecting `closingIssuesReferences` (the
+        body's closing keywords and the sidebar's links, as GitHub merges them). Like
+        GitHub: a query that fails is 200 with an `errors` array; an unknown PR is a
+        null field plus a NOT_FOUND error; an unparsable document is a 200 error too.
+        Every document is kept (`graphql_documents`) for the schema test."""
+        from graphql import FieldNode, GraphQLError, OperationDefinitionNode, parse
+
+        try:
+            body = await request.json()
+        except ValueError:
+            return JSONResponse({"message": "Problems parsing JSON"}, 400)
+        document = body.get("query") if isinstance(body, dict) else None
+        variables = body.get("variables") or {} if isinstance(body, dict) else {}
+        if not isinstance(document, str):
+            return JSONResponse({"message": "A query attribute must be specified"}, 400)
+        with self._lock:
+            self.graphql_documents.append(document)
+            fault = self.graphql_faults.pop(0) if self.graphql_faults else None
+            self.rate_remaining -= 1
+        if fault is not None:
+            return JSONResponse({"data": None, "errors": fault})
+        try:
+            tree = parse(document)
+        except GraphQLError as exc:
+            return JSONResponse({"errors": [{"message": exc.message}]})
+        operation = next(d for d in tree.definitions if isinstance(d, OperationDefinitionNode))
+        fragments = {d.name.value: d for d in tree.definitions if hasattr(d, "type_condition")}
+        data: dict[str, Any] = {}
+        errors: list[dict[str, Any]] = []
+        for top in operation.selection_set.selections:
+            assert isinstance(top, FieldNode)
+            assert top.name.value == "repository"
+            args = {a.name.value: _value(a.value, variables) for a in top.arguments}
+            full = f"{args['owner']}/{args['name']}"
+            with self._lock:
+                repo = next((r for n, r in self.repos.items() if n.lower() == full.lower()), None)
+            key = top.alias.value if top.alias else "repository"
+            if repo is None:
+                data[key] = None
+                errors.append(
+                    _not_found([key], f"Could not resolve to a Repository with the name '{full}'.")
+                )
+                continue
+            data[key] = self._graphql_pulls(repo, top, fragments, variables, errors, key)
+        return JSONResponse({"data": data, **({"errors": errors} if errors else {})})
+
+    def _graphql_pulls(
+        self,
+        repo: FakeRepo,
+        top: Any,
+        fragments: dict[str, Any],
+        variables: dict[str, Any],
+        errors: list[dict[str, Any]],
+        key: str,
+    ) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for field_node in top.selection_set.selections:
+            assert field_node.name.value == "pullRequest"
+            alias = field_node.alias.value if field_node.alias else "pullRequest"
+            args = {a.name.value: _value(a.value, variables) for a in field_node.arguments}
+            number = int(args["number"])
+            with self._lock:
+                issue = repo.issues.get(number)
+                if issue is None or issue.pull is None:
+                    out[alias] = None
+                    errors.append(
+                        _not_found(
+                            [key, alias],
+                            f"Could not resolve to a PullRequest with the number of {number}.",
+                        )
+                    )
+                    continue
+                here = f"{repo.owner}/{repo.name}"
+                refs = _body_refs(issue.body, here) + [
+                    r for r in issue.pull.sidebar if r not in _body_refs(issue.body, here)
+                ]
+            out[alias] = {
+                "number": number,
+                "closingIssuesReferences": {
+                    "nodes": [{"number": n, "repository": {"nameWithOwner": r}} for r, n in refs]
+                },
+            }
+        return out
+
     def _comment_json(self, repo: FakeRepo, item: FakeComment) -> dict[str, Any]:
         api = f"http://127.0.0.1:{self.port}/repos/{repo.owner}/{repo.name}"
         return {
@@ -474,6 +676,8 @@ class FakeGitHub:
             body = {"message": "API rate limit exceeded"}
             status = self.limited_status
             return self._log(path, query, JSONResponse(body, status, headers=headers))
+        if request.method == "POST" and path == "/graphql":
+            return self._log(path, query, await self._graphql(request))
         if request.method == "POST":
             return self._log(path, query, await self._post(request))
         try:
@@ -620,6 +824,23 @@ class FakeGitHub:
             if repo is None:
                 raise LookupError(full)
             rest = parts[3:]
+            if rest[0] == "commits" and len(rest) == 3 and rest[2] == "status":
+                latest: dict[str, FakeStatus] = {}
+                for st in repo.statuses:
+                    if st.sha == rest[1]:
+                        latest[st.context] = st  # newest per context, as GitHub combines
+                rows = [self._status_json(repo, st) for st in latest.values()]
+                rows.sort(key=lambda row: -int(row["id"]))
+                return {
+                    "state": _combined(row["state"] for row in rows),
+                    "sha": rest[1],
+                    "total_count": len(rows),
+                    "statuses": rows,
+                }, None
+            if rest[0] == "commits" and len(rest) == 3 and rest[2] == "check-suites":
+                suites = [x for x in repo.check_suites if x.head_sha == rest[1]]
+                found = [self._check_suite_json(repo, x) for x in suites]
+                return {"total_count": len(found), "check_suites": found}, None
             if rest[0] == "commits" and len(rest) == 3 and rest[2] == "check-runs":
                 runs = [r for r in repo.check_runs if r.head_sha == rest[1]]
                 rows = [self._check_run_json(repo, r) for r in runs]
@@ -710,6 +931,43 @@ class FakeGitHub:
     @property
     def api_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+
+def _combined(states: Any) -> str:
+    """The combined state GitHub reports: failure if any failed or errored, pending if
+    any is pending (or none exist), else success."""
+    seen = set(states)
+    if seen & {"failure", "error"}:
+        return "failure"
+    if not seen or "pending" in seen:
+        return "pending"
+    return "success"
+
+
+def _value(node: Any, variables: dict[str, Any]) -> Any:
+    """A GraphQL argument: a variable's value or a literal."""
+    if node.kind == "variable":
+        return variables[node.name.value]
+    return node.value
+
+
+def _not_found(path: list[str], message: str) -> dict[str, Any]:
+    return {"type": "NOT_FOUND", "path": path, "locations": [], "message": message}
+
+
+_BODY_REF = re.compile(
+    r"\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?)\s+(?:([\w.-]+/[\w.-]+))?#(\d+)", re.IGNORECASE
+)
+
+
+def _body_refs(body: str, here: str) -> list[tuple[str, int]]:
+    """The closing references GitHub reads in a PR body (its own simple reading here)."""
+    out: list[tuple[str, int]] = []
+    for m in _BODY_REF.finditer(body or ""):
+        ref = (m.group(1) or here, int(m.group(2)))
+        if ref not in out:
+            out.append(ref)
+    return out
 
 
 def _etags(header: str) -> set[str]:

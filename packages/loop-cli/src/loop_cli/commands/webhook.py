@@ -97,6 +97,18 @@ def _jira_route(rt: Runtime, insecure: bool, host: str, route: bool) -> Any:
     return JiraRoute(secret, refetch)
 
 
+def _pr_links(store: Any) -> Any:
+    """A PR's stored links by way (github/links.py), for routing its events."""
+    from ..github.links import PrLinks
+
+    links = PrLinks(store)
+
+    def stored(repository: str, number: int) -> dict[str, Any]:
+        return {link.via: link.item for link in links.of_pr(repository, number)}
+
+    return stored
+
+
 def _has_session(store: Any) -> Any:
     """Whether an item has an active session (an unlinked PR with its own session keeps
     hearing its activity); a store that cannot say answers no."""
@@ -254,6 +266,7 @@ def _start(
     if deliver_here:
         preflight(rt)  # no tmux, or a harness that cannot start, would use up every delivery
 
+    from ..github.cibudget import CiBudget
     from ..heartbeat import beat, stopped
     from ..webhook.app import create_app
     from ..webhook.guard import Limits
@@ -286,6 +299,8 @@ def _start(
         repositories=list(cfg.github.repositories) or None,
         session_per_pr=cfg.github.session_per_pr,
         has_session=_has_session(store) if route else None,
+        pr_links=_pr_links(store) if route else None,
+        ci_budget=CiBudget(store, cfg.github.ci_retries) if route else None,
         lifespan=lifespan,
         on_reject=(rejected := _rejections(rt)),
         jira=_jira_route(rt, insecure_no_signature, host, route),

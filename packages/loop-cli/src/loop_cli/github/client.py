@@ -139,6 +139,45 @@ class GitHubClient:
             raise failure
         return _json(response, path) if response.content else None
 
+    def graphql(self, document: str, variables: Mapping[str, Any]) -> dict[str, Any]:
+        """One GraphQL query (POST `/graphql`), not retried here: the poller asks again
+        next cycle. GitHub answers a failed query 200 with an `errors` array: that is a
+        PermanentError (RateLimited for `RATE_LIMITED`) unless `data` came back too,
+        when the fields that failed are null and the rest is usable."""
+        path = "graphql"
+        self._wait_for_block(path)
+        url = graphql_url(self._api)
+        try:
+            self.requests_sent += 1
+            response = self._http.post(
+                url, json={"query": document, "variables": dict(variables)}, headers=self._headers
+            )
+        except httpx.TimeoutException:
+            raise TransientError("GitHub POST /graphql: timed out") from None
+        except httpx.HTTPError as exc:
+            raise TransientError(f"GitHub POST /graphql: {type(exc).__name__}") from None
+        failure = self._judge(response, "/graphql", verb="POST")
+        if failure is not None:
+            raise failure
+        body = _json(response, "/graphql")
+        if not isinstance(body, dict):
+            raise PermanentError("GitHub POST /graphql: expected a JSON object", 200)
+        errors = body.get("errors")
+        data = body.get("data")
+        if errors:
+            kinds = sorted(
+                {str(e.get("type") or "ERROR") for e in errors if isinstance(e, dict)}
+            ) or ["ERROR"]
+            if "RATE_LIMITED" in kinds:
+                until = self._clock() + 60.0
+                self._blocked_until = max(self._blocked_until, until)
+                raise RateLimited("GitHub POST /graphql: rate limited (RATE_LIMITED)", until)
+            if not isinstance(data, dict):
+                raise PermanentError(f"GitHub POST /graphql: {', '.join(kinds)}", 200)
+        if not isinstance(data, dict):
+            raise PermanentError("GitHub POST /graphql: no data in the answer", 200)
+        return data
+
     def list_all(
         self,
         path: str,
@@ -237,6 +276,14 @@ class GitHubClient:
                 self._blocked_until,
             )
         self._sleep(wait)
+
+
+def graphql_url(api: str) -> str:
+    """GitHub's GraphQL endpoint next to a REST root: `https://api.github.com/graphql`;
+    GitHub Enterprise Server's REST root `https://HOST/api/v3` has `/api/graphql`."""
+    if api.endswith("/api/v3"):
+        return api[: -len("/v3")] + "/graphql"
+    return f"{api}/graphql"
 
 
 def _origin(url: str) -> tuple[str, str]:

@@ -28,6 +28,7 @@ __all__ = [
     "parse_issue",
     "parse_review",
     "parse_review_comment",
+    "parse_status",
     "parse_time",
     "pr_closed_delivery_id",
     "pr_opened_delivery_id",
@@ -250,7 +251,7 @@ class ReviewCommentInfo:
 @dataclass(frozen=True)
 class CheckInfo:
     id: int
-    what: str  # run | suite
+    what: str  # run | suite | status
     name: str
     conclusion: str
     head_branch: str
@@ -340,6 +341,26 @@ def parse_check(obj: Any, what: str) -> CheckInfo:
         url=_str(obj, "html_url", what, optional=True)
         or _str(obj, "details_url", what, optional=True),
         completed_at=parse_time(completed, f"{what}.completed_at"),
+    )
+
+
+def parse_status(obj: Any, sha: str, what: str = "status") -> CheckInfo:
+    """A commit status (`GET .../commits/REF/status` lists the latest per context):
+    its context is its name, its state (`failure`, `error`, `success`, `pending`) its
+    conclusion."""
+    if not isinstance(obj, dict):
+        raise ParseError(f"{what}: expected an object")
+    updated = obj.get("updated_at") or obj.get("created_at")
+    return CheckInfo(
+        id=_int(obj, "id", what),
+        what="status",
+        name=_str(obj, "context", what, optional=True),
+        conclusion=_str(obj, "state", what, optional=True).lower(),
+        head_branch="",
+        head_sha=sha,
+        pr_numbers=(),
+        url=_str(obj, "target_url", what, optional=True),
+        completed_at=parse_time(updated, f"{what}.updated_at"),
     )
 
 

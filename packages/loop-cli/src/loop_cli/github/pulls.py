@@ -6,25 +6,48 @@ includes them), and a review, a line comment or a conversation comment bumps the
 reports changed is read (`GET .../pulls/N` for its body and head branch, then its
 reviews), and the repository's line comments are listed once per changed cycle.
 
+GitHub's Development sidebar links a PR to issues without a word in its body; only
+GraphQL (`closingIssuesReferences`) shows it. The PRs the probe saw changed are asked
+together: one GraphQL request per repository in a cycle that changed any PR, none in an
+idle one. Each way a PR links (branch, sidebar, keyword; `manual` by hand) is stored
+(github/links.py), so the webhook routes the PR's later events the same way.
+
 A check result does not touch the PR. So every open PR linked to an item is remembered
-in the cursor with its head commit, and its check runs are asked for conditionally
-(`If-None-Match`: an unchanged answer is a 304, which GitHub does not count against the
-rate limit): one extra conditional request per open linked PR per cycle.
+in the cursor with its head commit, and its check runs, check suites and commit
+statuses are asked for conditionally (`If-None-Match`: an unchanged answer is a 304,
+which GitHub does not count against the rate limit): three conditional requests per
+open linked PR per cycle. A failing one passes the CI retry budget (cibudget.py).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
 from loop_dispatch import Event, WorkItemRef
 
-from .client import GitHubClient
-from .parse import CommentInfo, IssueInfo, parse_check, parse_review, parse_review_comment
+from .cibudget import CiBudget, budget_key
+from .client import GitHubClient, GitHubError
+from .links import PrLinks
+from .parse import (
+    CheckInfo,
+    CommentInfo,
+    IssueInfo,
+    parse_check,
+    parse_review,
+    parse_review_comment,
+    parse_status,
+)
 from .rules import (
     FAILED_CONCLUSIONS,
+    STATUS_FAILED,
+    PullRequest,
+    branch_item,
     check_event,
+    closing_refs,
+    keyword_item,
     link_target,
     parse_pull,
     person_counts,
@@ -37,9 +60,27 @@ from .rules import (
     review_worth_routing,
 )
 
-__all__ = ["PullTracker"]
+__all__ = ["SIDEBAR_FIRST", "PullTracker", "sidebar_document"]
+
+log = logging.getLogger(__name__)
 
 PER_PAGE = "100"
+SIDEBAR_FIRST = 25  # closing references read per PR (a PR closing more is rare)
+Refused = Callable[[WorkItemRef, int, list[str]], None]
+
+
+def sidebar_document(numbers: list[int]) -> str:
+    """The GraphQL query for the closing references of several PRs of one repository
+    (aliases `pr<N>`; numbers are integers, never text from a payload)."""
+    fields = " ".join(
+        f"pr{int(n)}: pullRequest(number: {int(n)}) {{ ...links }}" for n in sorted(set(numbers))
+    )
+    return (
+        "query SidebarLinks($owner: String!, $name: String!) { "
+        f"repository(owner: $owner, name: $name) {{ {fields} }} }} "
+        "fragment links on PullRequest { number closingIssuesReferences"
+        f"(first: {SIDEBAR_FIRST}) {{ nodes {{ number repository {{ nameWithOwner }} }} }} }}"
+    )
 
 
 class PullTracker:
@@ -57,6 +98,10 @@ class PullTracker:
         session_per_pr: bool,
         parse_since: Callable[[str], datetime],
         floor: str | None = None,
+        links: PrLinks | None = None,
+        configured: frozenset[str] = frozenset(),
+        budget: CiBudget | None = None,
+        on_refused: Refused | None = None,
     ) -> None:
         self.github = github
         self.repository = repository
@@ -66,6 +111,10 @@ class PullTracker:
         self.session_per_pr = session_per_pr
         self._parse_since = parse_since
         self._floor = parse_since(floor) if floor else None
+        self.links = links
+        self.configured = configured
+        self.budget = budget
+        self._on_refused = on_refused
         self.targets: dict[int, WorkItemRef] = {
             int(n): WorkItemRef.parse(v["target"]) for n, v in self.pulls.items()
         }
@@ -78,12 +127,17 @@ class PullTracker:
         reviews in the window."""
         events: list[Event] = []
         start = self._parse_since(window_start)
-        for issue in issues:
-            if not issue.is_pr:
-                continue
-            obj = self.github.get_json(f"repos/{self.repository}/pulls/{issue.number}")
-            pr = parse_pull(obj, self.repository)
-            target = link_target(pr, session_per_pr=self.session_per_pr)
+        prs = [
+            parse_pull(
+                self.github.get_json(f"repos/{self.repository}/pulls/{issue.number}"),
+                self.repository,
+            )
+            for issue in issues
+            if issue.is_pr
+        ]
+        sidebar = self._sidebar([pr.number for pr in prs]) if prs else None
+        for pr in prs:
+            target = self._link(pr, sidebar)
             key = str(pr.number)
             if target is None:
                 self.pulls.pop(key, None)
@@ -96,9 +150,10 @@ class PullTracker:
             # person by person.
             trusted = not pull_counts(pr, self.authorized, self.own)
             if pr.state == "open":
-                entry = known or {"since": now_iso, "checks_etag": None}
+                entry = known or {"since": now_iso}
                 if entry.get("sha") != pr.head_sha:
-                    entry["checks_etag"] = None
+                    for etag in ("checks_etag", "suites_etag", "statuses_etag"):
+                        entry[etag] = None
                 entry.update(target=str(target), sha=pr.head_sha, trusted=trusted)
                 self.pulls[key] = entry
             else:
@@ -109,6 +164,79 @@ class PullTracker:
                 events.append(pr_closed_event(target, self.repository, pr, pr.merged))
             events.extend(self._reviews(target, pr.number, start))
         return events
+
+    def _sidebar(self, numbers: list[int]) -> dict[int, list[tuple[str, int]]] | None:
+        """Each PR's closing references as GitHub holds them (body keywords and the
+        sidebar alike), one GraphQL request; None when GitHub did not answer (the
+        stored sidebar links stay as they were)."""
+        owner, _, name = self.repository.partition("/")
+        try:
+            data = self.github.graphql(sidebar_document(numbers), {"owner": owner, "name": name})
+        except GitHubError as exc:
+            log.info("github: sidebar links of %s unavailable: %s", self.repository, exc)
+            return None
+        repo = data.get("repository")
+        out: dict[int, list[tuple[str, int]]] = {}
+        if not isinstance(repo, dict):
+            return out
+        for number in numbers:
+            pr = repo.get(f"pr{int(number)}")
+            refs = pr.get("closingIssuesReferences") if isinstance(pr, dict) else None
+            nodes = refs.get("nodes") if isinstance(refs, dict) else None
+            if not isinstance(nodes, list):
+                continue  # this PR failed (null): its stored sidebar link stays
+            out[number] = [ref for ref in map(_closing_ref, nodes) if ref is not None]
+        return out
+
+    def _link(
+        self, pr: PullRequest, sidebar: dict[int, list[tuple[str, int]]] | None
+    ) -> WorkItemRef | None:
+        """The PR's links as read now, stored; the item it routes to."""
+        by_branch = branch_item(pr.head_ref, pr.repository) if pr.from_repository else None
+        by_keyword, refused = keyword_item(pr, self.configured)
+        found: dict[str, WorkItemRef] = {}
+        if by_branch is not None:
+            found["branch"] = by_branch
+        if by_keyword is not None:
+            found["keyword"] = by_keyword
+        known = sidebar.get(pr.number) if sidebar is not None else None
+        if known is not None:
+            by_sidebar, more = self._sidebar_item(pr, known)
+            refused.extend(ref for ref in more if ref not in refused)
+            if by_sidebar is not None:
+                found["sidebar"] = by_sidebar
+        stored: dict[str, WorkItemRef] = {}
+        if self.links is not None:
+            keep = frozenset() if known is not None else frozenset({"sidebar"})
+            self.links.replace_automatic(pr.repository, pr.number, found, keep=keep)
+            stored = {link.via: link.item for link in self.links.of_pr(pr.repository, pr.number)}
+        else:
+            stored = found
+        if refused and self._on_refused is not None:
+            own = WorkItemRef("github", pr.repository.lower(), pr.number)
+            self._on_refused(own, pr.number, refused)
+        return link_target(
+            pr, session_per_pr=self.session_per_pr, configured=self.configured, stored=stored
+        )
+
+    def _sidebar_item(
+        self, pr: PullRequest, refs: list[tuple[str, int]]
+    ) -> tuple[WorkItemRef | None, list[str]]:
+        """The first closing reference GitHub holds that the body does not say (a
+        sidebar link) in a configured repository; the others it refused."""
+        own = pr.repository.lower()
+        allowed = {own} | self.configured
+        in_body = set(closing_refs(pr.body, pr.repository))
+        found: WorkItemRef | None = None
+        refused: list[str] = []
+        for repo, number in refs:
+            if (repo, number) in in_body or (repo == own and number == pr.number):
+                continue
+            if repo not in allowed:
+                refused.append(f"{repo}#{number}")
+            elif found is None:
+                found = WorkItemRef("github", repo, number)
+        return found, refused
 
     def _reviews(self, target: WorkItemRef, number: int, start: datetime) -> list[Event]:
         listing = self.github.list_all(
@@ -154,24 +282,64 @@ class PullTracker:
         return pr_comment_event(target, self.repository, comment)
 
     def checks(self) -> list[Event]:
-        """Failed check runs on the head of every open linked PR (conditional)."""
-        out = []
+        """Failed check runs, check suites and commit statuses on the head of every open
+        linked PR (conditional), through the CI retry budget."""
+        out: list[Event] = []
         for _, entry in sorted(self.pulls.items()):
             if not entry.get("sha") or entry.get("trusted") is not True:
                 continue  # a fork's PR by an outsider: its CI is not an agent's business
+            since = self._parse_since(entry["since"])
+            target = WorkItemRef.parse(entry["target"])
+            for check in self._results(entry):
+                if check.conclusion in FAILED_CONCLUSIONS | STATUS_FAILED:
+                    if check.completed_at >= since:
+                        event = self._budgeted(check_event(target, self.repository, check), check)
+                        if event is not None:
+                            out.append(event)
+                elif check.conclusion == "success" and self.budget is not None:
+                    self.budget.passed(self.repository, budget_key(check))
+        return out
+
+    def _budgeted(self, event: Event, check: CheckInfo) -> Event | None:
+        return event if self.budget is None else self.budget.apply(self.repository, check, event)
+
+    def _results(self, entry: dict[str, Any]) -> list[CheckInfo]:
+        """The completed checks of the entry's head that changed since the last look."""
+        base = f"repos/{self.repository}/commits/{entry['sha']}"
+        results: list[CheckInfo] = []
+        for etag_key, path, params, key, what in (
+            ("checks_etag", "check-runs", {"status": "completed"}, "check_runs", "check_run"),
+            ("suites_etag", "check-suites", {}, "check_suites", "check_suite"),
+            ("statuses_etag", "status", {}, "statuses", "status"),
+        ):
             listing = self.github.list_all(
-                f"repos/{self.repository}/commits/{entry['sha']}/check-runs",
-                {"status": "completed", "per_page": PER_PAGE},
-                etag=entry.get("checks_etag"),
-                items_key="check_runs",
+                f"{base}/{path}",
+                {**params, "per_page": PER_PAGE},
+                etag=entry.get(etag_key),
+                items_key=key,
             )
             if listing.not_modified:
                 continue
-            entry["checks_etag"] = listing.etag if listing.pages <= 1 else None
-            since = self._parse_since(entry["since"])
-            target = WorkItemRef.parse(entry["target"])
+            entry[etag_key] = listing.etag if listing.pages <= 1 else None
             for obj in listing.items:
-                check = parse_check(obj, "check_run")
-                if check.conclusion in FAILED_CONCLUSIONS and check.completed_at >= since:
-                    out.append(check_event(target, self.repository, check))
-        return out
+                if what == "status":
+                    results.append(parse_status(obj, entry["sha"]))
+                elif what == "check_suite" and obj.get("status") != "completed":
+                    continue
+                else:
+                    results.append(parse_check(obj, what))
+        return results
+
+
+def _closing_ref(node: Any) -> tuple[str, int] | None:
+    """(OWNER/REPO lower case, number) of a `closingIssuesReferences` node."""
+    if not isinstance(node, dict):
+        return None
+    number = node.get("number")
+    repo = node.get("repository")
+    name = repo.get("nameWithOwner") if isinstance(repo, dict) else None
+    if isinstance(number, bool) or not isinstance(number, int) or number < 1:
+        return None
+    if not isinstance(name, str) or name.count("/") != 1:
+        return None
+    return name.lower(), number

@@ -8,8 +8,10 @@ A PR links to an issue the ways GitHub and the-loop's agents link them: a closin
 keyword in its body (`Fixes #3`, `closes acme/widgets#3`, `resolves
 https://github.com/acme/widgets/issues/3`, which is how GitHub itself fills a PR's
 closing references from its text), or a head branch `loop/<slug>` that the-loop made
-for the item (docs/workspaces.md). Only issues of the PR's own repository count: a
-PR cannot steer another repository's agent. A PR that links to nothing is its own work
+for the item (docs/workspaces.md), or GitHub's Development sidebar, or by hand
+(`sessions link-pr`; issue 27: github/links.py stores the links). Only issues of the
+PR's own repository or another configured one count: a PR cannot steer the agent of a
+repository the operator did not set up. A PR that links to nothing is its own work
 item only with `github.sessionPerPr: true`.
 
 The webhook and the poller both route through `link_target`, so one PR's activity
@@ -19,7 +21,7 @@ reaches the same item by either road.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -28,6 +30,7 @@ from loop_dispatch import Event, EventKind, WorkItemRef, comment_delivery_id
 
 __all__ = [
     "FAILED_CONCLUSIONS",
+    "STATUS_FAILED",
     "Ignored",
     "PullRequest",
     "Rules",
@@ -36,8 +39,10 @@ __all__ = [
     "check_event",
     "closed_event",
     "closing_numbers",
+    "closing_refs",
     "comment_delivery",
     "comment_event",
+    "keyword_item",
     "link_target",
     "opened_event",
     "parse_pull",
@@ -55,6 +60,9 @@ __all__ = [
 # Check conclusions an agent should hear about: the others (success, neutral, skipped,
 # cancelled, stale) need nothing from it.
 FAILED_CONCLUSIONS = frozenset({"failure", "timed_out", "action_required"})
+
+# A commit status's failing states (issue 27: statuses reach the agent as checks do).
+STATUS_FAILED = frozenset({"failure", "error"})
 
 _KEYWORDS = r"(?:close|closes|closed|fix|fixes|fixed|resolve|resolves|resolved)"
 _CLOSING_RE = re.compile(
@@ -137,17 +145,42 @@ def parse_pull(obj: Any, repository: str, what: str = "pull_request") -> PullReq
     )
 
 
+def closing_refs(body: str, repository: str) -> list[tuple[str, int]]:
+    """(OWNER/REPO lower case, number) of every issue a PR body closes, in order of
+    mention, once each; a bare `#N` is of `repository`."""
+    seen: list[tuple[str, int]] = []
+    for m in _CLOSING_RE.finditer((body or "")[:_BODY_MAX]):
+        repo = (m.group("url_repo") or m.group("repo") or repository).lower()
+        ref = (repo, int(m.group("number")))
+        if ref not in seen:
+            seen.append(ref)
+    return seen
+
+
 def closing_numbers(body: str, repository: str) -> list[int]:
     """Issue numbers of `repository` a PR body closes, in order of mention, once each."""
-    seen: list[int] = []
-    for m in _CLOSING_RE.finditer((body or "")[:_BODY_MAX]):
-        repo = m.group("url_repo") or m.group("repo")
-        if repo is not None and repo.lower() != repository.lower():
+    own = repository.lower()
+    return [n for repo, n in closing_refs(body, repository) if repo == own]
+
+
+def keyword_item(
+    pr: PullRequest, configured: Iterable[str] = ()
+) -> tuple[WorkItemRef | None, list[str]]:
+    """The first issue the PR's body closes in its own repository or another configured
+    one (issue 27), and the references it refused (`OWNER/REPO#N` of repositories not
+    configured: a PR cannot steer an agent the operator did not set up)."""
+    own = pr.repository.lower()
+    allowed = {own} | {r.lower() for r in configured}
+    found: WorkItemRef | None = None
+    refused: list[str] = []
+    for repo, number in closing_refs(pr.body, pr.repository):
+        if repo == own and number == pr.number:
             continue
-        number = int(m.group("number"))
-        if number not in seen:
-            seen.append(number)
-    return seen
+        if repo not in allowed:
+            refused.append(f"{repo}#{number}")
+        elif found is None:
+            found = WorkItemRef("github", repo, number)
+    return found, refused
 
 
 def branch_item(head_ref: str, repository: str) -> WorkItemRef | None:
@@ -162,17 +195,29 @@ def branch_item(head_ref: str, repository: str) -> WorkItemRef | None:
     return ref
 
 
-def link_target(pr: PullRequest, *, session_per_pr: bool) -> WorkItemRef | None:
-    """The work item a PR's activity goes to: the item of its `loop/<slug>` branch (a
-    branch of the repository itself: a fork may name its branch anything), else the
-    first issue its body closes, else the PR itself (with `session_per_pr`), else None
-    (the activity is not routed)."""
+def link_target(
+    pr: PullRequest,
+    *,
+    session_per_pr: bool,
+    configured: Iterable[str] = (),
+    stored: Mapping[str, WorkItemRef] | None = None,
+) -> WorkItemRef | None:
+    """The work item a PR's activity goes to, strongest link first (issue 27): a
+    `manual` link (`sessions link-pr`), the item of its `loop/<slug>` branch (a branch
+    of the repository itself: a fork may name its branch anything), a `sidebar` link
+    (GitHub's Development sidebar, read by the poller through GraphQL), the first issue
+    its body closes (in its repository or another configured one), else the PR itself
+    (with `session_per_pr`), else None (the activity is not routed). `stored`: the
+    links the store holds for the PR, by way; what the PR itself shows wins over them."""
+    links = dict(stored or {})
     by_branch = branch_item(pr.head_ref, pr.repository) if pr.from_repository else None
-    if by_branch is not None:
-        return by_branch
-    numbers = [n for n in closing_numbers(pr.body, pr.repository) if n != pr.number]
-    if numbers:
-        return WorkItemRef("github", pr.repository, numbers[0])
+    by_keyword, _refused = keyword_item(pr, configured)
+    for via, found in (("branch", by_branch), ("keyword", by_keyword)):
+        if found is not None:
+            links[via] = found
+    for via in ("manual", "branch", "sidebar", "keyword"):
+        if via in links:
+            return links[via]
     if session_per_pr:
         return WorkItemRef("github", pr.repository, pr.number)
     return None
@@ -388,6 +433,10 @@ class Rules:
     # Does this item have an active session? An unlinked PR that has one of its own
     # (labeled, or `sessions start`) keeps hearing its activity, as via the poller.
     has_session: Callable[[WorkItemRef], bool] | None = None
+    # The links the store holds for a PR, by way (issue 27: a webhook payload does not
+    # show the sidebar; the poller stored it), and the CI retry budget (cibudget.py).
+    pr_links: Callable[[str, int], Mapping[str, WorkItemRef]] | None = None
+    ci_budget: Any = None
 
     @classmethod
     def build(
@@ -398,6 +447,9 @@ class Rules:
         repositories: Iterable[str] | None = None,
         session_per_pr: bool = False,
         has_session: Callable[[WorkItemRef], bool] | None = None,
+        *,
+        pr_links: Callable[[str, int], Mapping[str, WorkItemRef]] | None = None,
+        ci_budget: Any = None,
     ) -> Rules:
         return cls(
             trigger_label=trigger_label,
@@ -406,7 +458,12 @@ class Rules:
             repositories=frozenset(r.lower() for r in repositories) if repositories else None,
             session_per_pr=session_per_pr,
             has_session=has_session,
+            pr_links=pr_links,
+            ci_budget=ci_budget,
         )
+
+    def stored_links(self, repository: str, number: int) -> Mapping[str, WorkItemRef]:
+        return self.pr_links(repository, number) if self.pr_links is not None else {}
 
     def watches(self, repository: str) -> bool:
         return self.repositories is None or repository.lower() in self.repositories

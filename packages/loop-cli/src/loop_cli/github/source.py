@@ -30,7 +30,9 @@ import httpx
 
 from loop_dispatch import Event, PollBatch, WorkItemRef
 
+from .cibudget import CiBudget
 from .client import GitHubClient, GitHubError, Listing
+from .links import PrLinks
 from .parse import (
     CommentInfo,
     IssueInfo,
@@ -152,6 +154,8 @@ class GitHubSource:
         github: GitHubClient | None = None,
         active_items: ActiveItems | None = None,
         session_per_pr: bool = False,
+        ci_retries: int | None = None,
+        event_log: Any = None,
     ) -> None:
         self.repositories = list(repositories)
         self.trigger_label = trigger_label
@@ -166,6 +170,10 @@ class GitHubSource:
         self._active_items = active_items or (lambda: registry_active_items(store))
         self._own_login: str | None = None
         self.session_per_pr = session_per_pr
+        self._ci_retries = ci_retries
+        self._event_log = event_log
+        self._links: PrLinks | None = None
+        self._budget: CiBudget | None = None
         self._token_fp = hashlib.sha256(token.encode()).hexdigest()[:12]
 
     # ------------------------------------------------------------------ Source
@@ -294,6 +302,10 @@ class GitHubSource:
             session_per_pr=self.session_per_pr,
             parse_since=_parse_iso,
             floor=old.pulls_floor,
+            links=self._pr_links(),
+            configured=frozenset(r.lower() for r in self.repositories),
+            budget=self._ci_budget(),
+            on_refused=self._refused,
         )
         comments_since = cursor.comments_since
         if seen:
@@ -377,6 +389,30 @@ class GitHubSource:
         if not settling:
             cursor.settle_until = None
         return result
+
+    def _pr_links(self) -> PrLinks | None:
+        """The stored PR links (None without a store: a bare source in a test)."""
+        if self._links is None and self.store is not None:
+            self._links = PrLinks(self.store)
+        return self._links
+
+    def _ci_budget(self) -> CiBudget | None:
+        if self._budget is None and self.store is not None and self._ci_retries is not None:
+            self._budget = CiBudget(self.store, self._ci_retries)
+        return self._budget
+
+    def _refused(self, pr: WorkItemRef, number: int, refs: list[str]) -> None:
+        """A PR closes issues of repositories not configured: not routed, said once per
+        reading of the PR (`github.link_refused`)."""
+        log.info("github: %s links to unconfigured %s; refused", pr, ", ".join(refs))
+        if self._event_log is not None:
+            self._event_log.emit(
+                "github.link_refused",
+                level="warning",
+                source="poller",
+                work_item=pr,
+                detail={"pr": number, "refused": refs},
+            )
 
     def _label_history(
         self, repository: str, number: int

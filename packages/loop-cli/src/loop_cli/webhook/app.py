@@ -129,6 +129,8 @@ def create_app(
     repositories: list[str] | None = None,
     session_per_pr: bool = False,
     has_session: Callable[[Any], bool] | None = None,
+    pr_links: Callable[[str, int], Any] | None = None,
+    ci_budget: Any = None,
     lifespan: Callable[[Starlette], contextlib.AbstractAsyncContextManager[None]] | None = None,
     on_reject: OnReject | None = None,
     answer_within: float = ANSWER_WITHIN_SECONDS,
@@ -142,7 +144,14 @@ def create_app(
     if not secret and not insecure:
         raise ValueError("a webhook secret is required (or insecure=True)")
     rules = Rules.build(
-        trigger_label, authorized_actors, own_login, repositories, session_per_pr, has_session
+        trigger_label,
+        authorized_actors,
+        own_login,
+        repositories,
+        session_per_pr,
+        has_session,
+        pr_links=pr_links,
+        ci_budget=ci_budget,
     )
     stats: Counter[str] = Counter()
     # Accepts run here, not in Starlette's pool: an accept still waiting at the deadline

@@ -16,6 +16,7 @@ from typing import Any
 
 from loop_dispatch import Event, WorkItemRef
 
+from ..github.cibudget import budget_key
 from ..github.parse import (
     IssueInfo,
     parse_check,
@@ -28,7 +29,6 @@ from ..github.rules import (
     Ignored,
     PullRequest,
     Rules,
-    branch_item,
     check_event,
     link_target,
     parse_pull,
@@ -50,7 +50,12 @@ def _ignored(reason: str) -> Ignored:
 
 
 def _target(pr: PullRequest, rules: Rules) -> WorkItemRef | Ignored:
-    target = link_target(pr, session_per_pr=rules.session_per_pr)
+    target = link_target(
+        pr,
+        session_per_pr=rules.session_per_pr,
+        configured=rules.repositories or (),
+        stored=rules.stored_links(pr.repository, pr.number),
+    )
     if target is None and rules.has_session is not None:
         own = WorkItemRef("github", pr.repository, pr.number)
         if rules.has_session(own):
@@ -126,17 +131,29 @@ def _check(
     if action != "completed":
         return _ignored(f"{kind} action {action!r} is not handled")
     check = parse_check(payload.get(kind), kind)
+    if check.conclusion == "success" and rules.ci_budget is not None:
+        rules.ci_budget.passed(repository, budget_key(check))
     if check.conclusion not in FAILED_CONCLUSIONS:
         return _ignored(f"{kind} concluded {check.conclusion or 'without a conclusion'}")
     if not check.own_pr_numbers:
         # A fork's PR (GitHub lists none, or one whose head is another repository), or
         # no PR at all: its branch name proves nothing.
         return _ignored(f"{kind} is not of a pull request from {repository} itself")
-    target = branch_item(check.head_branch, repository)
+    number = check.own_pr_numbers[0]
+    # The PR's head is in the repository itself: its branch counts, and the links the
+    # poller stored for it (sidebar, keyword) or an operator's `link-pr` (issue 27).
+    pr = PullRequest(repository, number, "", check.head_branch, head_repo=repository)
+    target = link_target(pr, session_per_pr=False, stored=rules.stored_links(repository, number))
     if target is None:
-        own = WorkItemRef("github", repository, check.own_pr_numbers[0])
+        own = WorkItemRef("github", repository, number)
         if rules.session_per_pr or (rules.has_session is not None and rules.has_session(own)):
             target = own
     if target is None:
         return _ignored(f"{kind} on a branch that is not loop/<slug> and no PR item")
-    return check_event(target, repository, check)
+    event = check_event(target, repository, check)
+    if rules.ci_budget is None:
+        return event
+    kept: Event | None = rules.ci_budget.apply(repository, check, event)
+    if kept is None:
+        return _ignored(f"{kind} failed again after its CI retry budget was spent")
+    return kept
