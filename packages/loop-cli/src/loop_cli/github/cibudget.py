@@ -37,7 +37,7 @@ def escalated(event: Event, retries: int) -> Event:
         "not paste it again until it passes or the pull request's head moves."
     )
     return dataclasses.replace(
-        event, body=event.body + note, subject=event.subject + ", budget spent"
+        event, body=event.body + note, subject=event.subject + ", retry budget spent"
     )
 
 

@@ -168,9 +168,8 @@ class GitHubClient:
             kinds = sorted(
                 {str(e.get("type") or "ERROR") for e in errors if isinstance(e, dict)}
             ) or ["ERROR"]
-            if "RATE_LIMITED" in kinds:
+            if "RATE_LIMITED" in kinds:  # GraphQL's own budget: REST calls may go on
                 until = self._clock() + 60.0
-                self._blocked_until = max(self._blocked_until, until)
                 raise RateLimited("GitHub POST /graphql: rate limited (RATE_LIMITED)", until)
             if not isinstance(data, dict):
                 raise PermanentError(f"GitHub POST /graphql: {', '.join(kinds)}", 200)
