@@ -40,6 +40,7 @@ def list_rows(rt: Runtime) -> list[dict[str, Any]]:
     rows = []
     repositories = list(rt.config.github.repositories)
     placement = _placements(rt)
+    prs = _pull_requests(rt)
     records = rt.store.registry.list() if rt.has_state else []
     from .capacity_view import session_memory
 
@@ -66,6 +67,7 @@ def list_rows(rt: Runtime) -> list[dict[str, Any]]:
                 "updatedAt": rec.updated_at.isoformat(),
                 "startedAt": (rec.started_at or rec.created_at).isoformat(),
                 "workspaceKept": kept,
+                "pullRequests": prs.get(str(rec.work_item), []),
             }
         )
         if placement is not None and row["host"] != rt.config.host.effective_name():
@@ -89,6 +91,15 @@ def attention_rows(rt: Runtime, rows: list[dict[str, Any]]) -> list[dict[str, An
             {k: entry[k] for k in ("why", "reason", "since", "remedy")}
         )
     return [r | {"attention": flagged[r["ref"]]} for r in rows if r["ref"] in flagged]
+
+
+def _pull_requests(rt: Runtime) -> dict[str, list[dict[str, Any]]]:
+    """Each item's linked PRs (issue 27: `repository`, `pr`, `via`), from the store."""
+    if not rt.has_state:
+        return {}
+    from .github.links import PrLinks
+
+    return PrLinks(rt.store).by_item()
 
 
 def quarantine_lines(rt: Runtime) -> list[str]:

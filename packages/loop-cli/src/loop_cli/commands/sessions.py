@@ -33,6 +33,14 @@ LAZY = {
         "loop_cli.commands.speak:peek",
         "Show the session's last lines (or turns) without attaching to it.",
     ),
+    "link-pr": (
+        "loop_cli.commands.prlinks:link_pr",
+        "Route pull request PR's activity to REF (the strongest link; see docs/github.md).",
+    ),
+    "unlink-pr": (
+        "loop_cli.commands.prlinks:unlink_pr",
+        "Remove a link-pr link (exit 1 when PR has no manual link to REF).",
+    ),
     "restart": (
         "loop_cli.commands.restart:restart",
         "Relaunch running sessions onto the env file's current values.",
