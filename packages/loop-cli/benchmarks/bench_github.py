@@ -2,8 +2,9 @@
 
 Goal: an idle cycle costs one request per repository, answered 304 (free against the
 rate limit), plus three conditional CI probes (check runs, check suites, commit
-statuses; 304s) per open pull request linked to an item, and no GraphQL request. Prints requests per cycle (total, 304s, counted against the limit) for the
-first cycle, idle cycles inside and after the settle window, and busy cycles, plus the
+statuses; 304s) per open pull request linked to an item, and no GraphQL request.
+Prints requests per cycle (total, 304s, counted against the limit) for the first
+cycle, idle cycles inside and after the settle window, and busy cycles, plus the
 median wall time of each kind. Bounded: a fixed number of cycles, loopback only.
 """
 
@@ -106,8 +107,9 @@ def main() -> None:
             row(f"busy, {burst} comments/cycle", samples, events // 5)
 
         # Pull requests: each open PR linked to an item adds three conditional CI probes
-        # per cycle (check runs, check suites, commit statuses) (a 304 when its checks did not change: free); PR activity is
-        # read only in the cycles the activity probe reports a change.
+        # per cycle (check runs, check suites, commit statuses: 304s when its CI did not
+        # change, free); PR activity (and one GraphQL read of the changed PRs' sidebar
+        # links per repository) only in the cycles the activity probe reports a change.
         prs = {repo: [] for repo in REPOS}
         for repo in REPOS:
             for n in range(PULLS):

@@ -80,3 +80,25 @@ def test_link_list_unlink(run_cli, github_config, fake: FakeGitHub) -> None:
     assert again.exit_code == 1
     assert "octo/app#7 has no link-pr link to github:octo/app#1" in again.output
     run_cli("sessions", "stop", "github:octo/app#1")
+
+
+def test_store_migrate_carries_the_pr_links_to_postgresql(
+    cluster, run_cli, github_config, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert run_cli("sessions", "link-pr", "github:octo/app#1", "12").exit_code == 0
+    url = cluster.create_database()
+    monkeypatch.setenv("LOOP_TEST_PG_PASSWORD", cluster.password)
+    moved = run_cli(
+        "store", "migrate", "--to", url, "--password-env", "LOOP_TEST_PG_PASSWORD", "-o", "json"
+    )
+    assert moved.exit_code == 0, moved.output
+    assert json.loads(moved.output)["tables"]["loop_cli_github_pr_links"] == 1
+    from loop_cli.github.links import PrLinks
+    from loop_dispatch import WorkItemRef
+    from loop_dispatch.store import Store
+
+    store = Store.open(url=url, password=cluster.password)
+    try:
+        assert PrLinks(store).target("octo/app", 12) == WorkItemRef("github", "octo/app", 1)
+    finally:
+        store.close()

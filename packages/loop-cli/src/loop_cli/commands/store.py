@@ -44,6 +44,8 @@ def migrate(ctx: click.Context, url: str, password_env: str | None, fmt: str) ->
     from loop_dispatch.postgres_db import redact_url
     from loop_dispatch.store import Store, is_postgresql_url
 
+    from ..github.links import MIGRATIONS as GITHUB_MIGRATIONS
+    from ..github.links import NAMESPACE as GITHUB_NAMESPACE
     from ..heartbeat import MIGRATIONS as HEARTBEAT_MIGRATIONS
     from ..heartbeat import NAMESPACE as HEARTBEAT_NAMESPACE
     from ..tracker import MIGRATIONS as TRACKER_MIGRATIONS
@@ -85,6 +87,7 @@ def migrate(ctx: click.Context, url: str, password_env: str | None, fmt: str) ->
                     TRACKER_NAMESPACE: TRACKER_MIGRATIONS,
                     WEBHOOK_NAMESPACE: WEBHOOK_MIGRATIONS,
                     HEARTBEAT_NAMESPACE: HEARTBEAT_MIGRATIONS,
+                    GITHUB_NAMESPACE: GITHUB_MIGRATIONS,
                 },
             )
     finally:
