@@ -339,3 +339,41 @@ def test_the_webhook_routes_a_check_of_a_sidebar_linked_pr_by_the_stored_link(
     assert isinstance(
         to_event("check_run", p.check_run("acme/widgets", check_id=705), rules), Event
     )
+
+
+def test_the_webhook_routes_a_review_of_a_sidebar_linked_pr_and_a_manual_link_wins(
+    sqlite_store: Store,
+) -> None:
+    links = PrLinks(sqlite_store)
+    widgets = "acme/widgets"
+    pull = p.pull_json(widgets, 12, body="no keyword", head_ref="feature")
+    payload = p.pull_request_review(widgets, pull)
+
+    def stored(repository: str, number: int) -> dict[str, WorkItemRef]:
+        return {x.via: x.item for x in links.of_pr(repository, number)}
+
+    rules = Rules.build("the-loop", ["alice"], pr_links=stored)
+    assert not isinstance(to_event("pull_request_review", payload, rules), Event)
+    links.replace_automatic(
+        widgets, 12, {"sidebar": WorkItemRef("github", widgets, 3)}, keep=frozenset()
+    )
+    event = to_event("pull_request_review", payload, rules)
+    assert isinstance(event, Event)
+    assert event.work_item == WorkItemRef("github", widgets, 3)
+    links.set(widgets, 12, "manual", WorkItemRef("github", widgets, 8))
+    event = to_event("pull_request_review", payload, rules)
+    assert isinstance(event, Event)
+    assert event.work_item == WorkItemRef("github", widgets, 8)
+
+
+def test_the_webhook_routes_a_closing_reference_to_another_configured_repository() -> None:
+    widgets = "acme/widgets"
+    pull = p.pull_json(widgets, 12, body="Fixes acme/api#3", head_ref="feature")
+    payload = p.pull_request_review(widgets, pull)
+    both = Rules.build("the-loop", ["alice"], repositories=[widgets, API])
+    event = to_event("pull_request_review", payload, both)
+    assert isinstance(event, Event)
+    assert event.work_item == WorkItemRef("github", API, 3)
+    alone = Rules.build("the-loop", ["alice"], repositories=[widgets])
+    ignored = to_event("pull_request_review", payload, alone)
+    assert not isinstance(ignored, Event)

@@ -45,7 +45,7 @@ def _github_item(ref: str) -> Any:
 @output_option("json")
 @click.pass_context
 def link_pr(ctx: click.Context, ref: str, pr: str, fmt: str) -> None:
-    """Route pull request PR's activity to REF (the strongest link; see docs/github.md)."""
+    """Route pull request PR's activity to REF (before any automatic link)."""
     from ..github.links import PrLinks
 
     item = _github_item(ref)

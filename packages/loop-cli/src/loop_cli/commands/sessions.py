@@ -35,7 +35,7 @@ LAZY = {
     ),
     "link-pr": (
         "loop_cli.commands.prlinks:link_pr",
-        "Route pull request PR's activity to REF (the strongest link; see docs/github.md).",
+        "Route pull request PR's activity to REF (before any automatic link).",
     ),
     "unlink-pr": (
         "loop_cli.commands.prlinks:unlink_pr",
