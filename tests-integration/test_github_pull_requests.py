@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
-from test_github_webhook_and_poller import LABEL, REPO, SECRET, drain, messages, poll
+from test_github_webhook_and_poller import LABEL, REPO, SECRET, TOKEN, drain, messages, poll
 from test_github_webhook_and_poller import world as world
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "packages" / "loop-cli" / "tests"))
@@ -218,3 +218,56 @@ def test_reactions_follow_the_pastes_in_order(world) -> None:
     texts = messages(world)
     order = [next(i for i, t in enumerate(texts) if s in t) for s in ("First", "Then", "Last")]
     assert order == sorted(order)
+
+
+def test_a_sidebar_linked_pr_is_heard_by_both_roads_within_the_ci_budget(world) -> None:
+    """Issue 27: a PR linked only in GitHub's sidebar. The poller reads the link (one
+    GraphQL request) and stores it; the webhook, whose payloads lack the sidebar,
+    routes the PR's checks by the stored link; the CI retry budget (1) lets one failure
+    through, then one escalation, then nothing — one paste each, by either road."""
+    from loop_cli.commands.webhook import _pr_links
+    from loop_cli.github.cibudget import CiBudget
+    from loop_cli.github.source import GitHubSource
+
+    fake: FakeGitHub = world["fake"]
+    world["source"] = GitHubSource(  # as `poll start` builds it from github.ciRetries: 1
+        [REPO],
+        TOKEN,
+        fake.api_url,
+        LABEL,
+        ["alice"],
+        world["store"],
+        clock=lambda: fake.now,
+        ci_retries=1,
+    )
+    fake.open_issue(REPO, labels=(LABEL,))
+    poll(world)
+    ref = started(world, 1)
+    pr = fake.open_pull(REPO, title="Quiet fix", body="no keyword", head_ref="feature")
+    fake.link_sidebar(REPO, pr.number, REPO, 1)
+    fake.reset_log()
+    poll(world)
+    assert wait_for(lambda: any(f"pull request #{pr.number} opened" in t for t in messages(world)))
+    assert fake.count("/graphql") == 1
+    budget = CiBudget(world["store"], retries=1)
+    hooks = app(world, pr_links=_pr_links(world["store"]), ci_budget=budget)
+    answers = []
+    with served(hooks) as url:
+        for k in range(3):
+            fake.check_run(REPO, pr.number, conclusion="failure", name="flaky suite")
+            repo = fake.repo(REPO)
+            check = {
+                "action": "completed",
+                "check_run": fake._check_run_json(repo, repo.check_runs[-1]),
+                "repository": {"full_name": REPO},
+                "sender": {"login": "github-actions[bot]"},
+            }
+            answers.append(send(url, "check_run", check, f"s{k}").json()["status"])
+            drain(world)
+    assert answers == ["accepted", "accepted", "ignored"]
+    assert wait_for(lambda: any("retry budget spent" in t for t in messages(world)))
+    assert poll(world).processed == 0  # the poller's copies: same ids, or over budget
+    time.sleep(1.0)  # room for a duplicate paste to land (none must)
+    pasted = [t for t in messages(world) if "flaky suite: failure" in t]
+    assert len(pasted) == 2
+    assert ref == WorkItemRef("github", REPO, 1)
