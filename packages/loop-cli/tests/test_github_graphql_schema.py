@@ -1,14 +1,9 @@
 """Every GraphQL document the-loop sends is valid against GitHub's published schema
-(the `@octokit/graphql-schema` npm package, pinned in tests/github_schema/package.json
-and installed there with `npm ci`; validated with graphql-core). Skipped with a message
-where npm is missing outside CI; on CI a missing npm fails."""
+(the `@octokit/graphql-schema` npm package: tests/published_github.py; validated with
+graphql-core). Skipped with a message where npm is missing outside CI."""
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,38 +12,20 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fakegithub import FakeGitHub
+from published_github import graphql_errors, graphql_schema
 from test_github_source import LABEL, REPO, TOKEN
 
 from loop_cli.github.pulls import SIDEBAR_FIRST, sidebar_document
 from loop_cli.github.source import GitHubSource
 
-HERE = Path(__file__).resolve().parent / "github_schema"
-SCHEMA = HERE / "node_modules" / "@octokit" / "graphql-schema" / "schema.json"
-
 
 @pytest.fixture(scope="module")
 def schema() -> Any:
-    graphql = pytest.importorskip("graphql", reason="graphql-core is not installed")
-    if not SCHEMA.exists():
-        npm = shutil.which("npm")
-        if npm is None:
-            if os.environ.get("CI"):
-                pytest.fail("npm is missing on CI: GitHub's GraphQL schema cannot be installed")
-            pytest.skip("npm is not installed: cannot install @octokit/graphql-schema")
-        subprocess.run(
-            [npm, "ci", "--no-audit", "--no-fund", "--silent"],
-            cwd=HERE,
-            check=True,
-            timeout=300,
-        )
-    data = json.loads(SCHEMA.read_text())
-    return graphql.build_client_schema(data.get("data", data))
+    return graphql_schema()
 
 
 def errors_of(schema: Any, document: str) -> list[str]:
-    from graphql import parse, validate
-
-    return [error.message for error in validate(schema, parse(document))]
+    return graphql_errors(document)
 
 
 @pytest.mark.parametrize("numbers", [[1], [3, 12], list(range(1, 60))])

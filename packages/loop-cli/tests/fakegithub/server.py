@@ -155,6 +155,7 @@ class FakeGitHub:
         self.limited_status = 403
         self.faults: list[tuple[str, float]] = []  # ("status", 502) | ("delay", seconds)
         self.requests: list[tuple[str, str, int]] = []  # (path, query, status)
+        self.calls: list[tuple[str, str, str]] = []  # (method, path, query), every request
         self.graphql_documents: list[str] = []  # every GraphQL query received, as sent
         self.graphql_faults: list[list[dict[str, Any]]] = []  # next answers' `errors`
         self._lock = threading.Lock()
@@ -654,6 +655,8 @@ class FakeGitHub:
     async def _endpoint(self, request: Request) -> Response:
         path = request.url.path
         query = request.url.query
+        with self._lock:
+            self.calls.append((request.method, path, query))
         fault = None
         with self._lock:
             if self.faults:
