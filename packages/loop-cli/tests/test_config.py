@@ -334,3 +334,15 @@ def test_msgspec_strict_mode_refuses_what_the_checker_refuses(data: dict[str, ob
     assert check(Config, data, None)[1]
     with pytest.raises(msgspec.ValidationError):
         msgspec.convert(data, Config, strict=True)
+
+
+def test_github_ci_retries_is_validated(tmp_path: Path) -> None:
+    """Issue 27: the CI retry budget is a whole number from 1 to 100, default 3."""
+    where = str(tmp_path / "c.yaml")
+    assert _errors("github: {ciRetries: 0}\n", tmp_path) == [
+        f"{where}: github.ciRetries: must be at least 1 (got 0)"
+    ]
+    (problem,) = _errors("github: {ciRetries: 2.5}\n", tmp_path)
+    assert problem.startswith(f"{where}: github.ciRetries:")
+    assert Config().github.ci_retries == 3
+    assert parse_text("github: {ciRetries: 7}\n", Path(where)).github.ci_retries == 7

@@ -377,3 +377,4 @@ def test_the_webhook_routes_a_closing_reference_to_another_configured_repository
     alone = Rules.build("the-loop", ["alice"], repositories=[widgets])
     ignored = to_event("pull_request_review", payload, alone)
     assert not isinstance(ignored, Event)
+    assert "closes acme/api#3, of a repository not in github.repositories" in ignored.reason

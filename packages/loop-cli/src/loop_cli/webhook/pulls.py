@@ -30,6 +30,7 @@ from ..github.rules import (
     PullRequest,
     Rules,
     check_event,
+    keyword_item,
     link_target,
     parse_pull,
     person_counts,
@@ -61,6 +62,12 @@ def _target(pr: PullRequest, rules: Rules) -> WorkItemRef | Ignored:
         if rules.has_session(own):
             target = own
     if target is None:
+        _found, refused = keyword_item(pr, rules.repositories or ())
+        if refused:  # issue 27: another repository's issue, not configured here
+            return _ignored(
+                f"pull request #{pr.number} closes {', '.join(refused)}, of a repository "
+                "not in github.repositories (github.link_refused)"
+            )
         return _ignored(
             f"pull request #{pr.number} links to no issue (github.sessionPerPr is false)"
         )
