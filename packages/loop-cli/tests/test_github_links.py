@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -127,21 +128,31 @@ def test_links_keep_their_precedence_and_the_poller_never_drops_a_manual_one(
 
 
 def test_ci_budget_pastes_n_times_escalates_once_then_stays_silent(store: Store) -> None:
+    t0 = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
+
+    def at(minutes: int) -> datetime:
+        return t0 + timedelta(minutes=minutes)
+
     budget = CiBudget(store, retries=2)
-    verdicts = [budget.admit(REPO, "run:tests", "sha1", f"d{k}") for k in range(5)]
+    verdicts = [budget.admit(REPO, "run:tests", "sha1", f"d{k}", at(k)) for k in range(5)]
     assert verdicts == ["paste", "paste", "escalate", "silent", "silent"]
     # The same delivery (the other ingress saw it) gets the same answer, counted once.
-    assert budget.admit(REPO, "run:tests", "sha1", "d0") == "paste"
-    assert budget.admit(REPO, "run:tests", "sha1", "d2") == "escalate"
-    # Another head or another check has its own count; a pass starts afresh.
-    assert budget.admit(REPO, "run:tests", "sha2", "e0") == "paste"
-    assert budget.admit(REPO, "run:lint", "sha1", "f0") == "paste"
-    budget.passed(REPO, "run:tests")
-    assert budget.admit(REPO, "run:tests", "sha1", "g0") == "paste"
+    assert budget.admit(REPO, "run:tests", "sha1", "d0", at(0)) == "paste"
+    assert budget.admit(REPO, "run:tests", "sha1", "d2", at(2)) == "escalate"
+    # Another head or another check has its own count.
+    assert budget.admit(REPO, "run:tests", "sha2", "e0", at(5)) == "paste"
+    assert budget.admit(REPO, "run:lint", "sha1", "f0", at(5)) == "paste"
+    # A pass starts afresh: only failures after it count, and seeing the same pass
+    # again (the listing shows it on every later change) does not reset again.
+    budget.passed(REPO, "run:tests", at(10))
+    assert budget.admit(REPO, "run:tests", "sha1", "g0", at(11)) == "paste"
+    budget.passed(REPO, "run:tests", at(10))
+    assert budget.admit(REPO, "run:tests", "sha1", "g1", at(12)) == "paste"
+    budget.passed(REPO, "run:tests", at(10))
     # Durable: a new process (a new object on the same store) keeps counting.
     again = CiBudget(store, retries=2)
-    assert again.admit(REPO, "run:tests", "sha1", "g1") == "paste"
-    assert again.admit(REPO, "run:tests", "sha1", "g2") == "escalate"
+    assert again.admit(REPO, "run:tests", "sha1", "g2", at(13)) == "escalate"
+    assert again.admit(REPO, "run:tests", "sha1", "g3", at(14)) == "silent"
 
 
 # -- the poller -----------------------------------------------------------------------
@@ -295,6 +306,15 @@ def test_ci_retry_budget_through_the_poller(
     assert "budget" not in got[1].subject
     assert got[2].subject.endswith("retry budget spent")
     assert "will not paste it again" in got[2].body
+    # It passes (a flake): the old failures are history, the budget starts afresh, and
+    # the pass seen again with later failures does not reset it again.
+    fake.check_run(REPO, pr.number, "success", name="tests")
+    assert ledger.cycle() == []
+    after: list[Event] = []
+    for _ in range(4):
+        fake.check_run(REPO, pr.number, "failure", name="tests")
+        after.extend(ledger.cycle())
+    assert [e.subject.endswith("retry budget spent") for e in after] == [False, False, True]
     # The head moves: the new commit has its own budget.
     fake.push(REPO, pr.number)
     ledger.cycle()
@@ -331,14 +351,13 @@ def test_the_webhook_routes_a_check_of_a_sidebar_linked_pr_by_the_stored_link(
     third = to_event("check_run", p.check_run("acme/widgets", check_id=703), rules)
     assert not isinstance(third, Event)
     assert "budget" in third.reason
-    # A pass starts afresh.
-    ok = to_event(
-        "check_run", p.check_run("acme/widgets", check_id=704, conclusion="success"), rules
-    )
-    assert not isinstance(ok, Event)
-    assert isinstance(
-        to_event("check_run", p.check_run("acme/widgets", check_id=705), rules), Event
-    )
+    # A pass (later than those failures) starts afresh.
+    passing = p.check_run("acme/widgets", check_id=704, conclusion="success")
+    passing["check_run"]["completed_at"] = "2026-01-01T11:05:00Z"
+    assert not isinstance(to_event("check_run", passing, rules), Event)
+    failing = p.check_run("acme/widgets", check_id=705)
+    failing["check_run"]["completed_at"] = "2026-01-01T11:10:00Z"
+    assert isinstance(to_event("check_run", failing, rules), Event)
 
 
 def test_the_webhook_routes_a_review_of_a_sidebar_linked_pr_and_a_manual_link_wins(

@@ -4,9 +4,10 @@ the agent on every run forever.
 Each failing check (by kind and name: a check run's name, a suite's app, a status's
 context) is pasted at most `retries` times per head commit; the next failure is pasted
 once more as an escalation saying the budget ran out, then nothing until the check
-passes (every count of that check starts afresh) or the head moves (a new commit has
-its own count). One row per pasted failure, keyed by its delivery id, in the store: the
-webhook and the poller share the count, and a failure both of them saw counts once.
+passes (only failures after its latest pass count, on every head) or the head moves (a
+new commit has its own count). One row per pasted failure, keyed by its delivery id, in
+the store: the webhook and the poller share the count, and a failure both of them saw
+counts once.
 """
 
 from __future__ import annotations
@@ -49,7 +50,9 @@ class CiBudget:
         self.retries = retries
         store.ensure_schema(NAMESPACE, MIGRATIONS)
 
-    def admit(self, repository: str, key: str, sha: str, delivery_id: str) -> str:
+    def admit(
+        self, repository: str, key: str, sha: str, delivery_id: str, failed_at: datetime
+    ) -> str:
         repo = repository.lower()
         with self._store.transaction() as conn:
             row = conn.execute(
@@ -68,23 +71,26 @@ class CiBudget:
             spent = len(rows) >= self.retries
             conn.execute(
                 "INSERT INTO loop_cli_github_ci_pastes"
-                "(delivery_id, repository, check_name, sha, escalated, pasted_at) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                (delivery_id, repo, key, sha, 1 if spent else 0, _now()),
+                "(delivery_id, repository, check_name, sha, escalated, failed_at, pasted_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (delivery_id, repo, key, sha, 1 if spent else 0, _utc(failed_at), _now()),
             )
             return "escalate" if spent else "paste"
 
-    def passed(self, repository: str, key: str) -> None:
-        """The check passed: its counts start afresh, on every head."""
+    def passed(self, repository: str, key: str, at: datetime) -> None:
+        """The check passed at `at`: failures before it no longer count, on every head
+        (the same pass seen again changes nothing; failures after it keep counting)."""
         with self._store.transaction() as conn:
             conn.execute(
-                "DELETE FROM loop_cli_github_ci_pastes WHERE repository = ? AND check_name = ?",
-                (repository.lower(), key),
+                "DELETE FROM loop_cli_github_ci_pastes "
+                "WHERE repository = ? AND check_name = ? AND failed_at < ?",
+                (repository.lower(), key, _utc(at)),
             )
 
     def apply(self, repository: str, check: Any, event: Event) -> Event | None:
         """The event to paste for a failing check, or None (silent)."""
-        verdict = self.admit(repository, budget_key(check), check.head_sha, event.delivery_id)
+        key = budget_key(check)
+        verdict = self.admit(repository, key, check.head_sha, event.delivery_id, check.completed_at)
         if verdict == "paste":
             return event
         if verdict == "escalate":
@@ -94,3 +100,8 @@ class CiBudget:
 
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _utc(moment: datetime) -> str:
+    """A sortable text time (UTC, microseconds): compared in SQL on both backends."""
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

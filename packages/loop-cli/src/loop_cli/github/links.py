@@ -42,6 +42,7 @@ MIGRATIONS = [
         check_name  TEXT NOT NULL,
         sha         TEXT NOT NULL,
         escalated   INTEGER NOT NULL,
+        failed_at   TEXT NOT NULL,
         pasted_at   TEXT NOT NULL
     );
     CREATE INDEX loop_cli_github_ci_pastes_by_check

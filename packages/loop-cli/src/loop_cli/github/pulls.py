@@ -290,14 +290,26 @@ class PullTracker:
                 continue  # a fork's PR by an outsider: its CI is not an agent's business
             since = self._parse_since(entry["since"])
             target = WorkItemRef.parse(entry["target"])
-            for check in self._results(entry):
-                if check.conclusion in FAILED_CONCLUSIONS | STATUS_FAILED:
-                    if check.completed_at >= since:
-                        event = self._budgeted(check_event(target, self.repository, check), check)
-                        if event is not None:
-                            out.append(event)
-                elif check.conclusion == "success" and self.budget is not None:
-                    self.budget.passed(self.repository, budget_key(check))
+            results = self._results(entry)
+            # A pass makes the failures before it history: they are not pasted, and the
+            # budget counts only failures after the latest pass (cibudget.py).
+            passed: dict[str, datetime] = {}
+            for check in results:
+                if check.conclusion == "success":
+                    key = budget_key(check)
+                    passed[key] = max(passed.get(key, check.completed_at), check.completed_at)
+            if self.budget is not None:
+                for key, at in sorted(passed.items()):
+                    self.budget.passed(self.repository, key, at)
+            for check in results:
+                if check.conclusion not in FAILED_CONCLUSIONS | STATUS_FAILED:
+                    continue
+                last_pass = passed.get(budget_key(check))
+                if check.completed_at < since or (last_pass and check.completed_at <= last_pass):
+                    continue
+                event = self._budgeted(check_event(target, self.repository, check), check)
+                if event is not None:
+                    out.append(event)
         return out
 
     def _budgeted(self, event: Event, check: CheckInfo) -> Event | None:

@@ -139,7 +139,7 @@ def _check(
         return _ignored(f"{kind} action {action!r} is not handled")
     check = parse_check(payload.get(kind), kind)
     if check.conclusion == "success" and rules.ci_budget is not None:
-        rules.ci_budget.passed(repository, budget_key(check))
+        rules.ci_budget.passed(repository, budget_key(check), check.completed_at)
     if check.conclusion not in FAILED_CONCLUSIONS:
         return _ignored(f"{kind} concluded {check.conclusion or 'without a conclusion'}")
     if not check.own_pr_numbers:
