@@ -46,7 +46,10 @@ def graphql_schema() -> Any:
     graphql = pytest.importorskip("graphql", reason="graphql-core is not installed")
     ensure_installed()
     data = json.loads(GRAPHQL_SCHEMA.read_text())
-    return graphql.build_client_schema(data.get("data", data))
+    # GitHub's schema is taken as published: graphql-core 3.3 rejects some of its
+    # deprecations (an interface field left undeprecated where an implementation is
+    # deprecated), which says nothing about the documents we send.
+    return graphql.build_client_schema(data.get("data", data), assume_valid=True)
 
 
 def graphql_errors(document: str) -> list[str]:
