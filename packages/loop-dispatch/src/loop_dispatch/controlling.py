@@ -7,15 +7,17 @@ from __future__ import annotations
 
 import socket
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import Any
 
 from loop_tmux import Presence
 
 from .control import Hold, Verb
 from .decision import Facts
 
-if TYPE_CHECKING:
-    from .executor import Attempt, Host
+# The executor's dispatcher (executor.Host) and its Attempt: typed loosely here, as the
+# executor imports this module (no import circle).
+Host = Any
+Attempt = Any
 
 __all__ = ["CONTROL_PROMPT", "Controller", "effect_text", "refusal_text"]
 
