@@ -6,6 +6,7 @@ from dataclasses import replace
 
 import pytest
 
+from loop_dispatch.control import Hold, Verb
 from loop_dispatch.decision import (
     Adopt,
     ApplyControl,
@@ -29,7 +30,6 @@ from loop_dispatch.decision import (
     TakeSlot,
     decide,
 )
-from loop_dispatch.control import Hold, Verb
 from loop_dispatch.eventlog import EVENT_TYPES
 from loop_dispatch.reasons import Outcome, OutcomeKind, Reason
 from loop_tmux import Presence

@@ -287,9 +287,11 @@ def _start(f: Facts) -> Action:
         if f.seen.presence is Presence.UNKNOWN:
             return Settle(Reason.TMUX_UNAVAILABLE)
         return _respawn(f)
-    if f.released:  # the item's own events (its opening first) start it, in order
+    if f.reopen:  # stopped: its conversation goes on; released events then follow it
+        return _reopen(f)
+    if f.released:  # never started: its own events (its opening first) start it
         return Settle(Reason.CONTROL_EXECUTED)
-    return _reopen(f) if f.reopen else DoSpawn(Start.FIRST)
+    return DoSpawn(Start.FIRST)
 
 
 def _decide(f: Facts) -> Action:
