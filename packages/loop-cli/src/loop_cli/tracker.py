@@ -287,8 +287,9 @@ OWN_MARKER = "<!-- the-loop -->"
 
 
 def is_own_reply(author: str, body: str) -> bool:
-    """A comment the-loop itself wrote on a local item (a control word's reply)."""
-    return author == OWN_AUTHOR and (body or "").startswith(OWN_MARKER)
+    """A comment the-loop itself wrote on a local item (a control word's reply, or the
+    record `--comment` leaves of an operator's verb): it carries the marker."""
+    return OWN_MARKER in (body or "")
 
 
 _KINDS = {"opened": EventKind.OPENED, "comment": EventKind.COMMENT, "closed": EventKind.CLOSED}
