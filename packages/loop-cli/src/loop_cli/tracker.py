@@ -278,6 +278,10 @@ class LocalTracker:
         )
         seq = int(cur.fetchone()[0])  # RETURNING: the same on SQLite and PostgreSQL
         event = LocalSource.event((seq, project, number, kind, author, body, now))
+        if kind == "comment" and is_own_reply(author, body):  # the-loop's: never forwarded
+            baseline = [(event.delivery_id, str(event.work_item))]
+            self.store.inbox.accept(SOURCE_NAME, [], baseline, conn=conn)
+            return seq
         self.store.inbox.accept(SOURCE_NAME, [event], conn=conn)
         return seq
 
