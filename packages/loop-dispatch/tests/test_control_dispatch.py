@@ -128,3 +128,45 @@ def test_refusals_run_nothing(fake_tmux, make_dispatcher, make_event, store, eve
     done = store.inbox.entries(("done",), work_item=REF)
     assert [e.last_reason for e in done][-3:] == ["control_rejected"] * 3
     assert restart.body not in _typed(fake_tmux)
+
+
+def test_require_start_holds_the_opening_until_start(
+    fake_tmux, make_dispatcher, make_event, store, events
+):
+    """`github.requireStartCommand`: the label alone starts nothing; `start` starts the
+    agent (with the operator's words, never the comment) and the held opening follows."""
+    disp = make_dispatcher(fake_tmux.tmux, require_start=True)
+    opening = make_event(REF, kind=EventKind.OPENED, body="the ticket's text")
+    _accept(store, opening)
+    _drain(store, disp, events)
+    assert NAME not in fake_tmux.state.sessions()
+    assert [e.delivery_id for e in store.inbox.entries(("paused",))] == [opening.delivery_id]
+    (held,) = events.read("dispatch.held")
+    assert held["detail"]["hold"] == "awaiting_start"
+    status = make_event(REF, kind=EventKind.CONTROL, body="the-loop status")
+    _accept(store, status)
+    _drain(store, disp, events)
+    (said,) = events.read("control.command")
+    assert said["detail"]["effect"].startswith("status: not started; host ")
+    assert "1 event(s) held" in said["detail"]["effect"]
+    _accept(store, make_event(REF, kind=EventKind.CONTROL, body="the-loop start"))
+    _drain(store, disp, events)
+    argv = fake_tmux.state.sessions()[NAME]["argv"]
+    assert "the-loop start" not in " ".join(argv)
+    assert "started this session from the ticket" in argv[-1]
+    assert store.inbox.entries(("paused",)) == []
+    assert _typed(fake_tmux).count(frame(opening)) == 1  # delivered once, after the start
+
+
+def test_status_of_a_paused_live_session(fake_tmux, make_dispatcher, make_event, store, events):
+    disp = make_dispatcher(fake_tmux.tmux)
+    _accept(store, make_event(REF, kind=EventKind.OPENED, body="the opening"))
+    _accept(store, make_event(REF, kind=EventKind.CONTROL, body="the-loop pause"))
+    _accept(store, make_event(REF, body="waits"))
+    _accept(store, make_event(REF, kind=EventKind.CONTROL, body="the-loop status"))
+    _drain(store, disp, events)
+    effect = events.read("control.command")[-1]["detail"]["effect"]
+    assert effect.startswith("status: paused; host ")
+    assert f"tmux session {NAME}" in effect
+    assert "last delivery 20" in effect  # the opening's settle time
+    assert effect.endswith("1 event(s) held")

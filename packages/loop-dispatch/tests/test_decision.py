@@ -448,9 +448,9 @@ ROWS = [
         PrepareRespawn(),
     ),
     (
-        "start, never started, events released: they start it",
-        Facts(control=Verb.START, applied=True, released=1),
-        Settle(Reason.CONTROL_EXECUTED),
+        "start, never started, events released: the command spawns, they follow",
+        Facts(control=Verb.START, applied=True, released=1, awaits_start=True),
+        DoSpawn(Start.FIRST),
     ),
     (
         "start, never started, nothing held: spawn",

@@ -159,7 +159,10 @@ def start(rt: Runtime, ref: WorkItemRef) -> dict[str, Any]:
     if record is not None and record.active and rt.tmux.probe(record.tmux_name).value == "live":
         row = {"ref": str(ref), "outcome": "already-running", "tmuxName": record.tmux_name}
         return row | ({"released": released} if released else {})
-    opening = _waiting_opening(rt, ref) if record is None else None
+    # Under github.requireStartCommand the opening waits for a start: a manual start
+    # spawns, and the released opening follows it (never held a second time).
+    awaits = rt.config.github.require_start_command and rt.config.tracker == "github"
+    opening = _waiting_opening(rt, ref) if record is None and not awaits else None
     if opening is not None:
         outcome = rt.dispatcher.dispatch(opening)
     else:

@@ -273,8 +273,8 @@ def _control(f: Facts) -> Action:
 
 
 def _start(f: Facts) -> Action:
-    """`start`: a live session is left as it is; a dead one comes back; an item never
-    started begins with its released events, or with the command itself."""
+    """`start`: a live session is left as it is; a dead one comes back; a stopped one
+    resumes its conversation; an item never started is spawned by the command itself."""
     if f.start is not None:
         return _after_spawn(f)
     if f.reopened:
@@ -289,8 +289,8 @@ def _start(f: Facts) -> Action:
         return _respawn(f)
     if f.reopen:  # stopped: its conversation goes on; released events then follow it
         return _reopen(f)
-    if f.released:  # never started: its own events (its opening first) start it
-        return Settle(Reason.CONTROL_EXECUTED)
+    # Never started: the command starts it (its released events, the opening first,
+    # follow in order), so a held opening never waits for a start a second time.
     return DoSpawn(Start.FIRST)
 
 
