@@ -479,6 +479,21 @@ ROWS = [
         Settle(Reason.SPAWN_FAILED),
     ),
     (
+        "start on a closed item: refused",
+        Facts(control=Verb.START, spawns=False),
+        Settle(Reason.CONTROL_REJECTED),
+    ),
+    (
+        "resume of a stopped, closed item: refused",
+        Facts(control=Verb.RESUME, hold=Hold.STOPPED, spawns=False),
+        Settle(Reason.CONTROL_REJECTED),
+    ),
+    (
+        "pause on a closed item: still runs (it holds what comes)",
+        Facts(control=Verb.PAUSE, spawns=False),
+        ApplyControl(Verb.PAUSE),
+    ),
+    (
         "restart, nothing running: refused",
         Facts(control=Verb.RESTART),
         Settle(Reason.CONTROL_REJECTED),

@@ -49,6 +49,10 @@ _REFUSALS = {
         "the item has no running session",
         "`the-loop start` starts one",
     ),
+    "item_closed": (
+        "the item is closed",
+        "reopen it first",
+    ),
     "not_resumable": (
         "this harness cannot resume its conversation",
         "`the-loop stop` then `the-loop start` begins a new one",

@@ -248,6 +248,9 @@ def control_refusal(f: Facts) -> str | None:
         return f.refused
     if f.control is Verb.RESUME and f.hold is None:
         return "nothing_to_resume"
+    resumes = f.control is Verb.RESUME and f.hold is Hold.STOPPED
+    if (f.control in (Verb.START, Verb.RESTART) or resumes) and not f.spawns:
+        return "item_closed"  # a closed item gets no session
     if f.control is Verb.RESTART and not f.active:
         return "nothing_to_restart"
     if f.control is Verb.RESTART and not f.resumable:
