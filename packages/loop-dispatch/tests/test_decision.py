@@ -366,6 +366,38 @@ ROWS = [
             missing_then=ABSENT,
             capped=True,
             slot=SlotVerdict.GRANTED,
+            prepared=True,
+        ),
+        DoSpawn(Start.RESUME),
+    ),
+    (
+        "hibernated, found live after all: deliver into it",
+        replace(ACTIVE, hibernated=True, missing_then=LIVE, via="reprobe", seen=Seen(LIVE)),
+        Paste(),
+    ),
+    (
+        "hibernated, resumed",
+        replace(
+            ACTIVE,
+            hibernated=True,
+            start=Start.RESUME,
+            spawned=Spawn.SPAWNED,
+            survival=Survival.SURVIVED,
+        ),
+        Settle(Reason.RESPAWNED),
+    ),
+    (
+        "hibernated, its resume met a live occupant: deliver, never spawn twice",
+        replace(
+            ACTIVE,
+            hibernated=True,
+            missing_then=ABSENT,
+            prepared=True,
+            start=Start.RESUME,
+            spawned=Spawn.OCCUPIED_LIVE,
+        ),
+        Paste(),
+    ),
     # -- control words (issue 24) --
     ("paused item: an event waits", replace(ACTIVE, hold=Hold.PAUSED), Settle(Reason.HELD)),
     ("stopped item: an event waits", Facts(hold=Hold.STOPPED), Settle(Reason.HELD)),
@@ -458,6 +490,11 @@ ROWS = [
         DoSpawn(Start.FIRST),
     ),
     (
+        "start, never started, capped host: a slot first",
+        Facts(control=Verb.START, applied=True, capped=True),
+        TakeSlot(),
+    ),
+    (
         "start after stop: the closed record reopens",
         Facts(control=Verb.START, applied=True, reopen=True, seen=Seen(ABSENT)),
         Reopen(),
@@ -526,15 +563,6 @@ ROWS = [
         DoSpawn(Start.RESUME),
     ),
     (
-        "hibernated, found live after all: deliver into it",
-        replace(ACTIVE, hibernated=True, missing_then=LIVE, via="reprobe", seen=Seen(LIVE)),
-        Paste(),
-    ),
-    (
-        "hibernated, resumed",
-        replace(
-            ACTIVE,
-            hibernated=True,
         "restart respawned: executed",
         replace(
             ACTIVE,
@@ -547,19 +575,6 @@ ROWS = [
             spawned=Spawn.SPAWNED,
             survival=Survival.SURVIVED,
         ),
-        Settle(Reason.RESPAWNED),
-    ),
-    (
-        "hibernated, its resume met a live occupant: deliver, never spawn twice",
-        replace(
-            ACTIVE,
-            hibernated=True,
-            missing_then=ABSENT,
-            prepared=True,
-            start=Start.RESUME,
-            spawned=Spawn.OCCUPIED_LIVE,
-        ),
-        Paste(),
         Settle(Reason.CONTROL_EXECUTED),
     ),
     (

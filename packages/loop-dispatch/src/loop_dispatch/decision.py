@@ -294,7 +294,7 @@ def _start(f: Facts) -> Action:
         return _reopen(f)
     # Never started: the command starts it (its released events, the opening first,
     # follow in order), so a held opening never waits for a start a second time.
-    return DoSpawn(Start.FIRST)
+    return _slot(f) or DoSpawn(Start.FIRST)
 
 
 def _decide(f: Facts) -> Action:
