@@ -322,6 +322,9 @@ class Runtime:
         acks = self.jira_acks()
         if acks is not None:
             on_settled = _both(on_settled, acks.on_settled)
+            from .acknowledge import on_control_settled
+
+            on_settled = _both(on_settled, on_control_settled(acks))  # control words
         if self.config.tracker == "local":  # control words answered on the item itself
             from .acknowledge import LocalAcknowledger, on_control_settled
 
