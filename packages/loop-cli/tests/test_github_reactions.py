@@ -213,3 +213,41 @@ def test_runtime_chains_reactions_only_when_enabled_with_a_token(write_config, m
             assert (drain.on_settled is not None) is wanted
         finally:
             rt.close()
+
+
+def _control(comment_id: str, reason: str, detail: str, state: str = "done") -> Any:
+    from loop_dispatch.drain import Settlement as Real
+    from loop_dispatch.reasons import Outcome as RealOutcome
+    from loop_dispatch.reasons import Reason
+
+    event = Event(
+        delivery_id=f"comment:github:{REPO}:{comment_id}",
+        work_item=WorkItemRef("github", REPO, 1),
+        kind=EventKind.CONTROL,
+        actor="alice",
+        body="the-loop pause",
+        url=f"https://github.com/{REPO}/issues/1#issuecomment-{comment_id}",
+        created_at=datetime.now(timezone.utc),
+        comment_id=comment_id,
+    )
+    member = Reason.of(reason)
+    assert member is not None
+    return Real(entry=Entry(7, event), outcome=RealOutcome.of(member, detail), state=state)  # type: ignore[arg-type]
+
+
+def test_control_words_are_answered_plus_one_or_confused_with_one_reply() -> None:
+    """Issue 24: executed -> +1 alone (no eyes: a command is never delivered); status
+    -> +1 and its reply; refused -> confused and one marked reply with the remedy."""
+    ran = jobs_for(_control("5", "control_executed", "paused: new events wait"))
+    assert [j.what for j in ran] == ["+1"]
+    assert ran[0].body == {"content": "+1"}
+    status = jobs_for(_control("6", "control_executed", "status: live; host h"))
+    assert [j.what for j in status] == ["+1", "comment"]
+    assert status[1].body["body"] == f"{MARKER}\nstatus: live; host h"
+    refused = jobs_for(_control("7", "control_rejected", "Refused: x. Remedy: y."))
+    assert [j.what for j in refused] == ["confused", "comment"]
+    assert refused[1].path == f"repos/{REPO}/issues/1/comments"
+    assert refused[1].body["body"].startswith(MARKER)
+    assert "Remedy: y." in refused[1].body["body"]
+    # a command that failed and will be retried gets nothing yet (no eyes either)
+    assert jobs_for(_control("8", "spawn_failed", "x", state="retry")) == []

@@ -6,8 +6,10 @@ from dataclasses import replace
 
 import pytest
 
+from loop_dispatch.control import Hold, Verb
 from loop_dispatch.decision import (
     Adopt,
+    ApplyControl,
     CheckSurvival,
     Close,
     Deliver,
@@ -396,12 +398,205 @@ ROWS = [
         ),
         Paste(),
     ),
+    # -- control words (issue 24) --
+    ("paused item: an event waits", replace(ACTIVE, hold=Hold.PAUSED), Settle(Reason.HELD)),
+    ("stopped item: an event waits", Facts(hold=Hold.STOPPED), Settle(Reason.HELD)),
+    (
+        "stopped item: a label never respawns it",
+        replace(RESPAWN, pasted=None, hold=Hold.STOPPED),
+        Settle(Reason.HELD),
+    ),
+    (
+        "held item, own spawn live: adopted, never held",
+        replace(ACTIVE, hold=Hold.PAUSED, own_spawn=True, seen=OURS),
+        Adopt(carried=True),
+    ),
+    ("a close closes a held item", Facts(close=True, hold=Hold.PAUSED), Close()),
+    ("requireStartCommand: never started, waits", Facts(awaits_start=True), Settle(Reason.HELD)),
+    (
+        "requireStartCommand: a CI result is still not taken on",
+        Facts(awaits_start=True, spawns=False),
+        Settle(Reason.NOT_TAKEN_ON),
+    ),
+    (
+        "control refused at ingress (not authorized)",
+        Facts(control=Verb.STOP, refused="not_authorized", active=True),
+        Settle(Reason.CONTROL_REJECTED),
+    ),
+    (
+        "control ambiguous: refused, nothing runs",
+        Facts(refused="ambiguous", active=True),
+        Settle(Reason.CONTROL_REJECTED),
+    ),
+    ("pause: set the hold", replace(ACTIVE, control=Verb.PAUSE), ApplyControl(Verb.PAUSE)),
+    (
+        "pause applied: executed",
+        replace(ACTIVE, control=Verb.PAUSE, applied=True),
+        Settle(Reason.CONTROL_EXECUTED),
+    ),
+    (
+        "a control word is never held (resume of a paused item)",
+        replace(ACTIVE, control=Verb.RESUME, hold=Hold.PAUSED),
+        ApplyControl(Verb.RESUME),
+    ),
+    (
+        "resume, nothing held: refused",
+        replace(ACTIVE, control=Verb.RESUME),
+        Settle(Reason.CONTROL_REJECTED),
+    ),
+    (
+        "resume of a paused item applied: executed",
+        replace(ACTIVE, control=Verb.RESUME, hold=Hold.PAUSED, applied=True, released=2),
+        Settle(Reason.CONTROL_EXECUTED),
+    ),
+    (
+        "resume of a stopped item: starts it, resuming the conversation",
+        Facts(control=Verb.RESUME, hold=Hold.STOPPED, applied=True, reopen=True),
+        Observe(),
+    ),
+    (
+        "stop: end the harness, set the hold",
+        replace(ACTIVE, control=Verb.STOP),
+        ApplyControl(Verb.STOP),
+    ),
+    (
+        "stop applied: executed",
+        Facts(control=Verb.STOP, applied=True),
+        Settle(Reason.CONTROL_EXECUTED),
+    ),
+    (
+        "start, active: look",
+        replace(ACTIVE, control=Verb.START, applied=True),
+        Observe(reprobe=True),
+    ),
+    (
+        "start, live: left as it is",
+        replace(ACTIVE, control=Verb.START, applied=True, seen=Seen(LIVE)),
+        Settle(Reason.CONTROL_EXECUTED),
+    ),
+    (
+        "start, dead: respawn",
+        replace(ACTIVE, control=Verb.START, applied=True, seen=Seen(DEAD), missing_then=DEAD),
+        PrepareRespawn(),
+    ),
+    (
+        "start, never started, events released: the command spawns, they follow",
+        Facts(control=Verb.START, applied=True, released=1, awaits_start=True),
+        DoSpawn(Start.FIRST),
+    ),
+    (
+        "start, never started, nothing held: spawn",
+        Facts(control=Verb.START, applied=True),
+        DoSpawn(Start.FIRST),
+    ),
+    (
+        "start, never started, capped host: a slot first",
+        Facts(control=Verb.START, applied=True, capped=True),
+        TakeSlot(),
+    ),
+    (
+        "start after stop: the closed record reopens",
+        Facts(control=Verb.START, applied=True, reopen=True, seen=Seen(ABSENT)),
+        Reopen(),
+    ),
+    (
+        "start spawned and survived: executed (not `spawned`)",
+        Facts(
+            control=Verb.START,
+            applied=True,
+            start=Start.FIRST,
+            spawned=Spawn.SPAWNED,
+            survival=Survival.SURVIVED,
+        ),
+        Settle(Reason.CONTROL_EXECUTED),
+    ),
+    (
+        "start whose spawn failed: the failure stands",
+        Facts(control=Verb.START, applied=True, start=Start.FIRST, spawned=Spawn.FAILED),
+        Settle(Reason.SPAWN_FAILED),
+    ),
+    (
+        "start on a closed item: refused",
+        Facts(control=Verb.START, spawns=False),
+        Settle(Reason.CONTROL_REJECTED),
+    ),
+    (
+        "resume of a stopped, closed item: refused",
+        Facts(control=Verb.RESUME, hold=Hold.STOPPED, spawns=False),
+        Settle(Reason.CONTROL_REJECTED),
+    ),
+    (
+        "pause on a closed item: still runs (it holds what comes)",
+        Facts(control=Verb.PAUSE, spawns=False),
+        ApplyControl(Verb.PAUSE),
+    ),
+    (
+        "restart, nothing running: refused",
+        Facts(control=Verb.RESTART),
+        Settle(Reason.CONTROL_REJECTED),
+    ),
+    (
+        "restart, harness cannot resume: refused",
+        replace(ACTIVE, control=Verb.RESTART),
+        Settle(Reason.CONTROL_REJECTED),
+    ),
+    (
+        "restart: end the harness",
+        replace(ACTIVE, control=Verb.RESTART, resumable=True),
+        ApplyControl(Verb.RESTART),
+    ),
+    (
+        "restart, harness ended: respawn resuming",
+        replace(ACTIVE, control=Verb.RESTART, resumable=True, applied=True, missing_then=DEAD),
+        PrepareRespawn(),
+    ),
+    (
+        "restart prepared: resume the conversation",
+        replace(
+            ACTIVE,
+            control=Verb.RESTART,
+            resumable=True,
+            applied=True,
+            missing_then=DEAD,
+            prepared=True,
+        ),
+        DoSpawn(Start.RESUME),
+    ),
+    (
+        "restart respawned: executed",
+        replace(
+            ACTIVE,
+            control=Verb.RESTART,
+            resumable=True,
+            applied=True,
+            missing_then=DEAD,
+            prepared=True,
+            start=Start.RESUME,
+            spawned=Spawn.SPAWNED,
+            survival=Survival.SURVIVED,
+        ),
+        Settle(Reason.CONTROL_EXECUTED),
+    ),
+    (
+        "status: read, executed",
+        replace(ACTIVE, control=Verb.STATUS, hold=Hold.PAUSED, applied=True),
+        Settle(Reason.CONTROL_EXECUTED),
+    ),
 ]
 
 
 @pytest.mark.parametrize(("facts", "action"), [r[1:] for r in ROWS], ids=[r[0] for r in ROWS])
 def test_row(facts: Facts, action: object) -> None:
     assert decide(facts) == action
+
+
+def test_a_control_word_is_never_pasted() -> None:
+    """Whatever the facts, a command never reaches a Paste (issue 24)."""
+    for row, facts, _ in ROWS:
+        if facts.control is None and not facts.refused:
+            continue
+        for pasted in (None, Deliver.OK):
+            assert decide(replace(facts, pasted=pasted)) != Paste(), row
 
 
 def test_unknown_is_never_absent() -> None:

@@ -82,6 +82,8 @@ class DispatchMachine(RuleBasedStateMachine):
         self.done: set[str] = set()
         self.strangers: set[str] = set()  # pane ids of sessions that are not ours
         self.faulted: list[tuple[str, Outcome]] = []
+        self.held: dict[str, Any] = {}  # waiting while the item is paused (issue 24)
+        self.paused = False
 
     def teardown(self) -> None:
         self.store.close()
@@ -123,6 +125,7 @@ class DispatchMachine(RuleBasedStateMachine):
     def an_attempt(self, silence: dict[str, list[str]] | None, retry: bool) -> None:
         if retry and self.pending:
             event = next(iter(self.pending.values()))
+            self.pending.pop(event.delivery_id)
         else:
             self.n += 1
             kind = EventKind.OPENED if self.n == 1 else EventKind.COMMENT
@@ -136,7 +139,10 @@ class DispatchMachine(RuleBasedStateMachine):
             self.fake.clear_faults()
         # A live occupant is never killed or replaced, whatever tmux answered.
         assert live_before <= self._live_panes(), (silence, outcome)
-        if outcome.kind is OutcomeKind.FAILED:
+        if outcome.kind is OutcomeKind.HELD:  # paused: it waits, never pasted now
+            assert self.paused, outcome
+            self.held[event.delivery_id] = event
+        elif outcome.kind is OutcomeKind.FAILED:
             self.pending[event.delivery_id] = event
             if not outcome.transient:
                 self.definite[event.delivery_id] = self.definite.get(event.delivery_id, 0) + 1
@@ -146,6 +152,21 @@ class DispatchMachine(RuleBasedStateMachine):
             self.pending.pop(event.delivery_id, None)
             self.done.add(event.delivery_id)
 
+    @rule(verb=st.sampled_from(["pause", "resume"]))
+    def a_control_word(self, verb: str) -> None:
+        """`the-loop pause|resume`: executed or refused, never pasted, never failed."""
+        self.n += 1
+        event = _make_event(f"the-loop {verb}\nCW-{self.n}-WC", EventKind.CONTROL)
+        outcome = self.disp.dispatch(event)
+        if verb == "resume" and not self.paused:
+            assert outcome.reason == "control_rejected", outcome
+            return
+        assert outcome.reason == "control_executed", outcome
+        self.paused = verb == "pause"
+        if not self.paused:  # released: they come back (the drain's retry, here)
+            self.pending.update(self.held)
+            self.held.clear()
+
     # -- invariants ---------------------------------------------------------------------
 
     @invariant()
@@ -153,6 +174,10 @@ class DispatchMachine(RuleBasedStateMachine):
         typed = self.fake.typed(NAME) if hasattr(self, "fake") else []
         pasted = [m for entry in typed for text in entry[1:] for m in MARK.findall(text)]
         assert len(pasted) == len(set(pasted)), pasted
+        words = " ".join(text for entry in typed for text in entry[1:])
+        assert "CW-" not in words  # a control word is never pasted
+        held = {m for e in getattr(self, "held", {}).values() for m in MARK.findall(e.body)}
+        assert not held & set(pasted), (held, pasted)  # nothing held was pasted
         session = self._session() if hasattr(self, "fake") else None
         if session is not None and session["panes"][0]["command"] != "stranger":
             prompt = set(MARK.findall(" ".join(session.get("argv", []))))

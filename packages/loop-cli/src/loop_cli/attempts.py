@@ -23,7 +23,7 @@ class Attempts:
     """Settlements of one drain run, in the order they came (thread-safe)."""
 
     # Summary keys, as `poll --once` has always printed them.
-    COUNTS = ("processed", "retried", "skipped", "duplicate", "gave_up", "lost")
+    COUNTS = ("processed", "retried", "skipped", "duplicate", "gave_up", "lost", "held")
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -72,6 +72,8 @@ def _bucket(s: Settlement) -> str:
         return "gave_up"
     if s.state == "retry":
         return "retried"
+    if s.state == "held":
+        return "held"
     assert s.outcome is not None  # a "done" settlement always has its outcome
     return s.outcome.kind.value
 

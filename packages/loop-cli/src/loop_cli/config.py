@@ -124,6 +124,9 @@ class GitHubConfig(_Section, frozen=True, kw_only=True):
     # Issue 27: a failing check is pasted at most this many times per head commit, then
     # once more to say the budget ran out, then not until it passes or the head moves.
     ci_retries: Annotated[int, Meta(ge=1, le=100)] = 3
+    # The trigger label alone no longer starts a session: an item waits (its events
+    # held in the inbox) until `the-loop start` on the ticket or `sessions start`.
+    require_start_command: bool = False
 
 
 TrackerName = Literal["local", "github", "jira"]

@@ -322,6 +322,14 @@ class Runtime:
         acks = self.jira_acks()
         if acks is not None:
             on_settled = _both(on_settled, acks.on_settled)
+            from .acknowledge import on_control_settled
+
+            on_settled = _both(on_settled, on_control_settled(acks))  # control words
+        if self.config.tracker == "local":  # control words answered on the item itself
+            from .acknowledge import LocalAcknowledger, on_control_settled
+
+            local = on_control_settled(LocalAcknowledger(self.store))
+            on_settled = _both(on_settled, local)
         host = self.host_lease()
         return Drain(
             self.store,
@@ -511,6 +519,8 @@ class Runtime:
             paste_gate=self.paste_gate,
             max_live=self.config.host.max_live,
             host=self.host_name if self.fleet else None,
+            require_start=self.config.github.require_start_command
+            and self.config.tracker == "github",
         )
 
     @cached_property

@@ -45,7 +45,9 @@ def list_rows(rt: Runtime) -> list[dict[str, Any]]:
     from .capacity_view import session_memory
 
     memory = session_memory(records, fleet)  # one pass over the process table for all
+    holds = rt.store.controls.all() if rt.has_state else {}
     for rec in records:
+        hold = holds.get(str(rec.work_item))
         kept = "" if rec.active else kept_reason(rt, rec.work_item, fleet.presence(rec.tmux_name))
         row: dict[str, Any] = (
             {} if placement is None else {"host": placement.get(str(rec.work_item))}
@@ -68,6 +70,11 @@ def list_rows(rt: Runtime) -> list[dict[str, Any]]:
                 "startedAt": (rec.started_at or rec.created_at).isoformat(),
                 "workspaceKept": kept,
                 "pullRequests": prs.get(str(rec.work_item), []),
+                # issue 24: paused/stopped (None: not held) and its events waiting
+                "hold": None if hold is None else hold.value,
+                "held": rt.store.inbox.count(("paused",), work_item=str(rec.work_item))
+                if hold is not None
+                else 0,
             }
         )
         if placement is not None and row["host"] != rt.config.host.effective_name():
@@ -145,10 +152,17 @@ def start(rt: Runtime, ref: WorkItemRef) -> dict[str, Any]:
     """
     _require_tracker(rt, ref)
     _require_open(rt, ref)
+    from .console import release_for_start
+
+    released = release_for_start(rt, ref)  # a paused or stopped item goes on (issue 24)
     record = rt.store.registry.get(ref)
     if record is not None and record.active and rt.tmux.probe(record.tmux_name).value == "live":
-        return {"ref": str(ref), "outcome": "already-running", "tmuxName": record.tmux_name}
-    opening = _waiting_opening(rt, ref) if record is None else None
+        row = {"ref": str(ref), "outcome": "already-running", "tmuxName": record.tmux_name}
+        return row | ({"released": released} if released else {})
+    # Under github.requireStartCommand the opening waits for a start: a manual start
+    # spawns, and the released opening follows it (never held a second time).
+    awaits = rt.config.github.require_start_command and rt.config.tracker == "github"
+    opening = _waiting_opening(rt, ref) if record is None and not awaits else None
     if opening is not None:
         outcome = rt.dispatcher.dispatch(opening)
     else:
@@ -263,10 +277,14 @@ def _waiting_opening(rt: Runtime, ref: WorkItemRef) -> Event | None:
 
 
 def stop(rt: Runtime, ref: WorkItemRef) -> dict[str, Any]:
-    """Terminate the harness (the pane and its scrollback stay) and close the record."""
+    """Terminate the harness (the pane and its scrollback stay) and close the record;
+    later events wait in the inbox until `sessions start` (issue 24)."""
+    from .console import hold_for_stop
+
     record = rt.store.registry.get(ref)
     if record is None:
         raise OperationalError(f"no session registered for {ref}; see `the-loop sessions list`")
+    hold_for_stop(rt, ref, operator_name())
     if not record.active:
         return {"ref": str(ref), "outcome": "already-closed", "tmuxName": record.tmux_name}
     if not rt.config.sessions.kill_harness_on_close:

@@ -430,7 +430,8 @@ def health_lines(checks: list[dict[str, Any]]) -> list[str]:
 def inbox_line(summary: dict[str, Any]) -> str | None:
     """The one status line about the inbox; None when nothing waits."""
     pending, given_up = summary["pending"] + summary["inFlight"], summary["givenUp"]
-    if not pending and not given_up:
+    paused = summary.get("paused", 0)
+    if not pending and not given_up and not paused:
         return None
     parts = []
     if pending:
@@ -438,4 +439,6 @@ def inbox_line(summary: dict[str, Any]) -> str | None:
         parts.append(f"{pending} pending (oldest {int(age)}s)")
     if given_up:
         parts.append(f"{given_up} given up — `the-loop inbox list --state given-up`")
+    if paused:  # held while their items are paused or stopped (issue 24)
+        parts.append(f"{paused} paused — `the-loop inbox list --state paused`")
     return "inbox:     " + ", ".join(parts)

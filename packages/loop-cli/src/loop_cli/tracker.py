@@ -21,6 +21,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from loop_dispatch import Event, EventKind, PollBatch, WorkItemRef, comment_delivery_id
+from loop_dispatch.control import parse_control
 
 from .errors import OperationalError, UsageError
 
@@ -277,8 +278,22 @@ class LocalTracker:
         )
         seq = int(cur.fetchone()[0])  # RETURNING: the same on SQLite and PostgreSQL
         event = LocalSource.event((seq, project, number, kind, author, body, now))
+        if kind == "comment" and is_own_reply(author, body):  # the-loop's: never forwarded
+            baseline = [(event.delivery_id, str(event.work_item))]
+            self.store.inbox.accept(SOURCE_NAME, [], baseline, conn=conn)
+            return seq
         self.store.inbox.accept(SOURCE_NAME, [event], conn=conn)
         return seq
+
+
+OWN_AUTHOR = "the-loop"
+OWN_MARKER = "<!-- the-loop -->"
+
+
+def is_own_reply(author: str, body: str) -> bool:
+    """A comment the-loop itself wrote on a local item (a control word's reply, or the
+    record `--comment` leaves of an operator's verb): it carries the marker."""
+    return OWN_MARKER in (body or "")
 
 
 _KINDS = {"opened": EventKind.OPENED, "comment": EventKind.COMMENT, "closed": EventKind.CLOSED}
@@ -303,7 +318,8 @@ class LocalSource:
             "FROM loop_cli_item_activity WHERE seq > ? ORDER BY seq LIMIT ?",
             (after, self.batch),
         )
-        events = [self.event(r) for r in rows]
+        # the-loop's own replies (acknowledgements) are never read back as anything
+        events = [self.event(r) for r in rows if not is_own_reply(r[4], r[5])]
         return PollBatch(events, str(rows[-1][0]) if rows else cursor)
 
     @staticmethod
@@ -311,6 +327,9 @@ class LocalSource:
         """The event of one activity row (the same whether the command or a poll made it)."""
         seq, project, number, kind, author, body, created = row
         ref = WorkItemRef("local", project, int(number))
+        kinds = dict(_KINDS)
+        if kind == "comment" and parse_control(body) is not None:
+            kinds["comment"] = EventKind.CONTROL  # a control word: run, never pasted
         if kind == "comment":
             delivery = comment_delivery_id(SOURCE_NAME, str(seq))
         else:
@@ -318,7 +337,7 @@ class LocalSource:
         return Event(
             delivery_id=delivery,
             work_item=ref,
-            kind=_KINDS[kind],
+            kind=kinds[kind],
             actor=author,
             body=body,
             url=str(ref),

@@ -14,11 +14,13 @@ from enum import Enum
 
 from loop_tmux import Presence
 
+from .control import Hold, Verb
 from .reasons import Reason
 
 __all__ = [
     "Action",
     "Adopt",
+    "ApplyControl",
     "CheckSurvival",
     "Close",
     "Deliver",
@@ -37,6 +39,7 @@ __all__ = [
     "Start",
     "Survival",
     "TakeSlot",
+    "control_refusal",
     "decide",
 ]
 
@@ -127,6 +130,14 @@ class Facts:
     capped: bool = False  # host.maxLive is set: a harness that starts takes a slot
     hibernated: bool = False  # the record's harness was ended while idle (issue 25)
     slot: SlotVerdict | None = None  # the capacity's answer (None: not asked)
+    # Control words (issue 24): the item's hold, and a command's own facts.
+    hold: Hold | None = None  # the item is paused or stopped: its events wait
+    awaits_start: bool = False  # github.requireStartCommand and the item never started
+    control: Verb | None = None  # this event is a control word with this verb
+    refused: str | None = None  # why it cannot run, known at ingress (not authorized...)
+    resumable: bool = False  # the active record's conversation can be resumed
+    applied: bool = False  # the command's own change (hold, harness ended) is made
+    released: int = 0  # held events that change put back in the item's queue
 
 
 # -- actions ----------------------------------------------------------------------------
@@ -185,6 +196,14 @@ class Close:
 
 
 @dataclass(frozen=True)
+class ApplyControl:
+    """A control word's own change: set or lift the hold (releasing held events), end
+    the harness (`stop`, `restart`); the spawn rows carry `start` and `restart` on."""
+
+    verb: Verb
+
+
+@dataclass(frozen=True)
 class Settle:
     reason: Reason
 
@@ -200,6 +219,7 @@ Action = (
     | TakeSlot
     | Close
     | Settle
+    | ApplyControl
 )
 
 _SUCCESS = {Start.FIRST: Reason.SPAWNED, Start.RESUME: Reason.RESPAWNED}
@@ -210,8 +230,78 @@ _SUCCESS = {Start.FIRST: Reason.SPAWNED, Start.RESUME: Reason.RESPAWNED}
 
 def decide(f: Facts) -> Action:
     """The next action for an attempt that knows `f`. Rows are checked top to bottom."""
+    action = _decide(f)
+    # A command that took the spawn rows succeeded as a command, never as a delivery.
+    if f.control is not None and isinstance(action, Settle) and action.reason in _STARTED:
+        return Settle(Reason.CONTROL_EXECUTED)
+    return action
+
+
+_STARTED = frozenset(
+    {Reason.SPAWNED, Reason.RESPAWNED, Reason.RESPAWNED_FRESH, Reason.ADOPTED, Reason.DELIVERED}
+)
+
+
+def control_refusal(f: Facts) -> str | None:
+    """Why the control word in `f` is refused (a stable token), None when it runs."""
+    if f.refused:
+        return f.refused
+    if f.control is Verb.RESUME and f.hold is None:
+        return "nothing_to_resume"
+    resumes = f.control is Verb.RESUME and f.hold is Hold.STOPPED
+    if (f.control in (Verb.START, Verb.RESTART) or resumes) and not f.spawns:
+        return "item_closed"  # a closed item gets no session
+    if f.control is Verb.RESTART and not f.active:
+        return "nothing_to_restart"
+    if f.control is Verb.RESTART and not f.resumable:
+        return "not_resumable"
+    return None
+
+
+def _control(f: Facts) -> Action:
+    """A control word: never pasted; refused with a reason, or its change, then for
+    `start` (and `resume` of a stopped item) and `restart` the spawn rows."""
+    if control_refusal(f) is not None:
+        return Settle(Reason.CONTROL_REJECTED)
+    verb = f.control
+    assert verb is not None
+    if not f.applied:
+        return ApplyControl(verb)
+    if verb is Verb.RESTART:  # the harness was ended: respawn, resuming its conversation
+        return _respawn(f) if f.start is None else _after_spawn(f)
+    starts = verb is Verb.START or (verb is Verb.RESUME and f.hold is Hold.STOPPED)
+    if not starts:
+        return Settle(Reason.CONTROL_EXECUTED)
+    return _start(f)
+
+
+def _start(f: Facts) -> Action:
+    """`start`: a live session is left as it is; a dead one comes back; a stopped one
+    resumes its conversation; an item never started is spawned by the command itself."""
+    if f.start is not None:
+        return _after_spawn(f)
+    if f.reopened:
+        return _respawn(f)
+    if f.active:
+        if f.seen is None:
+            return Observe(reprobe=True)
+        if f.seen.presence is Presence.LIVE:
+            return Settle(Reason.CONTROL_EXECUTED)
+        if f.seen.presence is Presence.UNKNOWN:
+            return Settle(Reason.TMUX_UNAVAILABLE)
+        return _respawn(f)
+    if f.reopen:  # stopped: its conversation goes on; released events then follow it
+        return _reopen(f)
+    # Never started: the command starts it (its released events, the opening first,
+    # follow in order), so a held opening never waits for a start a second time.
+    return _slot(f) or DoSpawn(Start.FIRST)
+
+
+def _decide(f: Facts) -> Action:
     if f.close:
         return Close()
+    if f.control is not None or f.refused:
+        return _control(f)
     if f.carried:
         return Settle(Reason.CARRIED_BY_SPAWN)
     seen = f.seen
@@ -224,6 +314,10 @@ def decide(f: Facts) -> Action:
     # An event an earlier attempt spawned with is looked at before this attempt acts.
     if f.own_spawn and seen is None and f.start is None and f.pasted is None:
         return Observe(screen=f.reads_screen and f.active, gating=False)
+    # A paused or stopped item, or one waiting for its `start`: the event waits.
+    waits = f.hold is not None or (f.awaits_start and not f.active and f.spawns)
+    if waits and f.start is None and f.pasted is None and not f.reopened:
+        return Settle(Reason.HELD)
     if f.start is not None:
         return _after_spawn(f)
     if f.reopened:

@@ -74,6 +74,7 @@ class Dispatcher:
         close_quiet: float = 1.0,
         max_live: int | None = None,
         host: str | None = None,
+        require_start: bool = False,
     ) -> None:
         self.store = store
         self.tmux = tmux
@@ -113,6 +114,9 @@ class Dispatcher:
         )
         self._deferred: set[str] = set()
         self._deferred_lock = threading.Lock()
+        # `github.requireStartCommand`: an item never started waits for `the-loop start`
+        # (its events held) instead of starting on its label (issue 24).
+        self.require_start = require_start
         self.executor = Executor(self)
         self.closer = Closer(self)
 
@@ -229,7 +233,7 @@ class Dispatcher:
 
     def _settle(self, event: Event, outcome: Outcome) -> None:
         deliveries = self.store.deliveries
-        if outcome.kind is OutcomeKind.FAILED:
+        if outcome.kind in (OutcomeKind.FAILED, OutcomeKind.HELD):  # held: it comes back
             deliveries.release(event.delivery_id)
         elif outcome.kind is OutcomeKind.SKIPPED:
             deliveries.keep(event.delivery_id, "skipped")

@@ -88,7 +88,9 @@ class Settlement:
 
     entry: InboxEntry
     outcome: Outcome | None  # None: the stored event could not be read
-    state: str  # "done", "retry", "given_up", "lost" (another claimer owns it now)
+    # "done", "held" (its item is paused or stopped), "retry", "given_up", "lost"
+    # (another claimer owns it now)
+    state: str
     retry: Retry | None = None
 
 
@@ -99,6 +101,7 @@ class DrainReport:
     processed: int = 0
     skipped: int = 0
     duplicate: int = 0
+    held: int = 0
     retried: int = 0
     gave_up: int = 0
     rearmed: int = 0
@@ -403,6 +406,8 @@ class Drain:
                     definite=not outcome.transient,
                     waits=outcome.reason == CAPACITY_FULL,
                 )
+            elif outcome.kind is OutcomeKind.HELD:
+                kept = self.inbox.hold(entry.seq, self.owner)
             else:
                 kept = self.inbox.done(entry.seq, self.owner, outcome.kind.value, outcome.reason)
         if outcome.kind is OutcomeKind.FAILED:
@@ -413,7 +418,8 @@ class Drain:
         with self._lock:
             counter = outcome.kind.value
             setattr(self._report, counter, getattr(self._report, counter) + 1)
-        self._settled(Settlement(entry=entry, outcome=outcome, state="done" if kept else "lost"))
+        state = ("held" if outcome.kind is OutcomeKind.HELD else "done") if kept else "lost"
+        self._settled(Settlement(entry=entry, outcome=outcome, state=state))
 
     def _fail(
         self,

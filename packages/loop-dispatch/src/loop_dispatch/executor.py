@@ -19,9 +19,12 @@ from loop_tmux import DeliverResult, Observation, Presence, SpawnOutcome, SpawnR
 
 from .adapters import HarnessAdapter, Readiness, new_conversation_id
 from .capacity import Capacity, Slot
+from .control import Verb, parse_control
+from .controlling import CONTROL_PROMPT, Controller, effect_text, refusal_text
 from .decision import (
     Action,
     Adopt,
+    ApplyControl,
     CheckSurvival,
     Deliver,
     DoSpawn,
@@ -39,6 +42,7 @@ from .decision import (
     Start,
     Survival,
     TakeSlot,
+    control_refusal,
 )
 from .eventlog import EventLog
 from .framing import frame, spawn_prompt
@@ -73,6 +77,8 @@ class Host(Protocol):
     kill_harness_on_close: bool
     close_grace: float
     close_quiet: float
+    closer: Any  # closing.Closer (the closer imports this module's Host)
+    require_start: bool
 
     def emit(
         self, type_: str, event: Event | None, ref: WorkItemRef, level: str = ..., **detail: Any
@@ -116,6 +122,7 @@ class Attempt:
     confirm: Callable[[], bool] = field(default=lambda: False)
     slot: Slot | None = None  # a granted slot, its lock held until the record is active
     woke: bool = False  # this attempt made a hibernated record active again
+    word: str = ""  # a control word's verb as written
 
     def release_slot(self) -> None:
         if self.slot is not None:
@@ -141,17 +148,38 @@ class Executor:
         record = registry.get(event.work_item)
         own = frozenset(registry.tokens_carrying(event.work_item, event.delivery_id))
         active = record is not None and record.active
+        control = parse_control(event.body) if event.kind is EventKind.CONTROL else None
+        verb = control.verb if control is not None else None
+        refused = event.refused or (control.problem if control is not None else "") or None
+        if event.kind is EventKind.CONTROL and control is None:
+            refused = refused or "unknown_verb"  # a stored body no longer a command
+        starts = event.kind is EventKind.MANUAL or verb in (Verb.START, Verb.RESUME)
         facts = Facts(
             spawns=event.spawns,
             may_start=event.kind is not EventKind.SAY,
             active=active,
             own_spawn=bool(own),
             reads_screen=self.d.adapter.reads_screen,
-            reopen=not active and event.kind is EventKind.MANUAL and self._resumable(record),
             capped=self.d.capacity.capped,
             hibernated=record is not None and record.hibernated,
+            reopen=not active and starts and self._resumable(record),
+            hold=self.d.store.controls.get(event.work_item),
+            awaits_start=self.d.require_start
+            and record is None
+            and event.kind in (EventKind.OPENED, EventKind.COMMENT),
+            control=verb,
+            refused=refused,
+            resumable=active and self._resumable(record),
         )
-        return facts, Attempt(event, record if active else None, own, previous=record)
+        attempt = Attempt(event, record if active else None, own, previous=record)
+        if event.kind is EventKind.CONTROL:
+            # A spawn a command makes carries the operator's words, never the comment.
+            word = control.word if control is not None else ""
+            attempt.word = word
+            attempt.event = replace(
+                event, kind=EventKind.MANUAL, body=CONTROL_PROMPT.format(verb=word.rstrip("e"))
+            )
+        return facts, attempt
 
     def _resumable(self, record: SessionRecord | None) -> bool:
         """A closed record whose conversation this adapter can resume."""
@@ -179,6 +207,8 @@ class Executor:
             return self._reopen(f, a)
         if isinstance(action, TakeSlot):
             return self._take_slot(f, a)
+        if isinstance(action, ApplyControl):
+            return Controller(self.d).apply(action.verb, f, a)
         raise TypeError(f"the executor does not perform {action!r}")  # Close, Settle
 
     # -- looking ------------------------------------------------------------------------
@@ -594,6 +624,9 @@ class Executor:
             self.undo_register(a)  # a reopen that did not take leaves the closed record
         if a.woke and reason.kind is not OutcomeKind.PROCESSED and a.record is not None:
             self.d.store.registry.hibernate(a.record.work_item)  # still asleep: no slot
+        if reason is Reason.CONTROL_EXECUTED and f.spawned is Spawn.SPAWNED:
+            started = {Start.FIRST: Reason.SPAWNED, Start.RESUME: Reason.RESPAWNED}
+            self._announce(started.get(f.start, Reason.RESPAWNED_FRESH), f, a, outcome)  # type: ignore[arg-type]
         self._announce(reason, f, a, outcome)
         if reason in (Reason.DELIVERED, Reason.RESPAWN_AVERTED, Reason.ADOPTED):
             outcome = replace(outcome, confirmed=a.confirm())
@@ -633,6 +666,11 @@ class Executor:
             return a.readiness.detail
         if reason in (Reason.SPAWN_FAILED, Reason.RESPAWN_FAILED, Reason.SPAWN_UNANSWERED):
             return one_line(a.result.error if a.result else a.error)
+        if reason is Reason.CONTROL_EXECUTED and f.control is not None:
+            return effect_text(f.control, f, a.error)
+        if reason is Reason.CONTROL_REJECTED:
+            why = control_refusal(f) or "refused"
+            return refusal_text(why, a.event.actor, a.word)
         return texts.get(reason, a.error if reason.kind.value == "failed" else "")
 
     def _announce(self, reason: Reason, f: Facts, a: Attempt, outcome: Outcome) -> None:
@@ -680,6 +718,40 @@ class Executor:
     def _event_dispatch_not_taken_on(self, r: Reason, f: Facts, a: Attempt, o: Outcome) -> None:
         self.d.emit(
             "dispatch.not_taken_on", a.event, a.event.work_item, r.level, kind=a.event.kind.value
+        )
+
+    def _event_control_command(self, r: Reason, f: Facts, a: Attempt, o: Outcome) -> None:
+        verb = f.control.value if f.control is not None else a.word
+        self.d.emit(
+            "control.command",
+            a.event,
+            a.event.work_item,
+            r.level,
+            verb=verb,
+            actor=one_line(a.event.actor)[:100],
+            effect=o.detail,
+        )
+
+    def _event_control_rejected(self, r: Reason, f: Facts, a: Attempt, o: Outcome) -> None:
+        self.d.emit(
+            "control.rejected",
+            a.event,
+            a.event.work_item,
+            r.level,
+            verb=a.word[:40],
+            actor=one_line(a.event.actor)[:100],
+            reason=control_refusal(f) or "refused",
+        )
+
+    def _event_dispatch_held(self, r: Reason, f: Facts, a: Attempt, o: Outcome) -> None:
+        why = f.hold.value if f.hold is not None else "awaiting_start"
+        self.d.emit(
+            "dispatch.held",
+            a.event,
+            a.event.work_item,
+            r.level,
+            kind=a.event.kind.value,
+            hold=why,
         )
 
     def _event_dispatch_delivered(self, r: Reason, f: Facts, a: Attempt, o: Outcome) -> None:

@@ -8,7 +8,9 @@ only what reading needs (cursors, ETags); the drain (`drain.py`) dispatches.
 States: `pending` (waiting until `due_at`), `claimed` (a drain holds a lease on it),
 `done` (processed, skipped, duplicate or dropped: the event text is dropped),
 `given_up` (kept with its event, so `inbox retry` can re-arm it), `baseline` (an id seen
-and deliberately never forwarded: a newly watched item's existing comments).
+and deliberately never forwarded: a newly watched item's existing comments), `paused`
+(held while its item is paused or stopped: a pending row with `held_at` set, out of the
+item's queue until `release_held` puts it back in arrival order).
 
 Claims take only the head of each work item's queue (its oldest pending or claimed
 row), so one item's events are dispatched one at a time and in arrival order, while
@@ -32,7 +34,9 @@ from typing import TYPE_CHECKING, Any
 from .inboxtable import (
     CLAIMABLE,
     HEADS,
+    OPEN,
     SELECT,
+    STATE,
     Clock,
     InboxEntry,
     extend_leases,
@@ -369,6 +373,32 @@ class Inbox:
             )
         return [read_entry(r) for r in rows]
 
+    def hold(self, seq: int, owner: str) -> bool:
+        """Hold a claimed row (its item is paused or stopped): kept with its event, out of
+        the item's queue, without counting a try. False: the lease was lost."""
+        now = iso(self._clock())
+        with self._store.transaction() as conn:
+            cur = conn.execute(
+                "UPDATE inbox SET state = 'pending', held_at = ?, last_reason = 'held', "
+                "lease_owner = NULL, lease_until = NULL, "
+                "tries = CASE WHEN tries > 0 THEN tries - 1 ELSE 0 END, updated_at = ? "
+                "WHERE seq = ? AND state = 'claimed' AND lease_owner = ?",
+                (now, now, seq, owner),
+            )
+            return cur.rowcount > 0
+
+    def release_held(self, work_item: str) -> int:
+        """Put an item's held rows back in its queue, due now: their sequence numbers
+        are older than anything that arrived since, so they go first, in arrival order."""
+        now = iso(self._clock())
+        with self._store.transaction() as conn:
+            cur = conn.execute(
+                "UPDATE inbox SET held_at = NULL, due_at = ?, updated_at = ? "
+                "WHERE work_item = ? AND state = 'pending' AND held_at IS NOT NULL",
+                (now, now, work_item),
+            )
+            return max(cur.rowcount, 0)
+
     # -- the operator's side ------------------------------------------------------------
 
     def retry(
@@ -463,8 +493,8 @@ class Inbox:
         work_item: str | None = None,
         limit: int | None = None,
     ) -> list[InboxEntry]:
-        """Rows in the given states, oldest first."""
-        sql = SELECT + f" WHERE state IN ({', '.join('?' * len(states))})"
+        """Rows in the given states (`paused`: held ones), oldest first."""
+        sql = SELECT + f" WHERE ({STATE}) IN ({', '.join('?' * len(states))})"
         params: list[Any] = list(states)
         if work_item is not None:
             sql += " AND work_item = ?"
@@ -483,7 +513,7 @@ class Inbox:
     ) -> int:
         """How many rows `entries` would list without a limit."""
         marks = ", ".join("?" * len(states))
-        sql = _COUNT + f" WHERE state IN ({marks})"
+        sql = _COUNT + f" WHERE ({STATE}) IN ({marks})"
         params: list[Any] = list(states)
         if work_item is not None:
             sql += " AND work_item = ?"
@@ -491,7 +521,7 @@ class Inbox:
         return int(self._store.query(sql, params)[0][0])
 
     def counts(self) -> dict[str, int]:
-        rows = self._store.query("SELECT state, count(*) FROM inbox GROUP BY state")
+        rows = self._store.query(f"SELECT {STATE}, count(*) FROM inbox GROUP BY {STATE}")  # noqa: S608
         return {str(r[0]): int(r[1]) for r in rows}
 
     def summary(self) -> dict[str, Any]:
@@ -499,15 +529,13 @@ class Inbox:
         counts = {
             str(r[0]): int(r[1])
             for r in self._store.query(
-                "SELECT state, count(*) FROM inbox WHERE state IN ('pending', 'claimed') "
-                "GROUP BY state"
+                f"SELECT {STATE}, count(*) FROM inbox "  # noqa: S608 (constant text)
+                f"WHERE state IN ('pending', 'claimed') GROUP BY {STATE}"
             )
         }
         given = self._store.query("SELECT count(*) FROM inbox WHERE state = 'given_up'")
         counts["given_up"] = int(given[0][0])
-        rows = self._store.query(
-            "SELECT min(received_at) FROM inbox WHERE state IN ('pending', 'claimed')"
-        )
+        rows = self._store.query(f"SELECT min(received_at) FROM inbox WHERE {OPEN}")  # noqa: S608
         oldest = rows[0][0] if rows else None
         age = None
         if oldest:
@@ -519,6 +547,7 @@ class Inbox:
             "pending": counts.get("pending", 0),
             "inFlight": counts.get("claimed", 0),
             "givenUp": counts.get("given_up", 0),
+            "paused": counts.get("paused", 0),
             "oldestPendingSeconds": None if age is None else round(age, 1),
         }
 
@@ -528,7 +557,7 @@ class Inbox:
         progress on it (`status` health). None when nothing is open."""
         rows = self._store.query(
             SELECT.replace(" FROM inbox", ", COALESCE(armed_at, received_at) FROM inbox")
-            + " WHERE state IN ('pending', 'claimed') "
+            + f" WHERE {OPEN} "
             "ORDER BY COALESCE(armed_at, received_at), seq LIMIT 1"
         )
         if not rows:
@@ -542,7 +571,9 @@ class Inbox:
 
     def next_due(self) -> datetime | None:
         """When the earliest pending row falls due (the drain sleeps until then)."""
-        rows = self._store.query("SELECT min(due_at) FROM inbox WHERE state = 'pending'")
+        rows = self._store.query(
+            "SELECT min(due_at) FROM inbox WHERE state = 'pending' AND held_at IS NULL"
+        )
         return read_time(rows[0][0]) if rows and rows[0][0] else None
 
 

@@ -25,6 +25,7 @@ __all__ = [
     "HEADS",
     "OPEN",
     "SELECT",
+    "STATE",
     "Clock",
     "InboxEntry",
     "extend_leases",
@@ -34,8 +35,11 @@ __all__ = [
     "utcnow",
 ]
 
+# A held row (issue 24: its item is paused or stopped) is a pending row with `held_at`
+# set: it reads as state `paused` and is out of its item's queue until released.
+STATE = "CASE WHEN state = 'pending' AND held_at IS NOT NULL THEN 'paused' ELSE state END"
 COLUMNS = (
-    "seq, delivery_id, work_item, source, state, event, attempts, tries, due_at, "
+    "seq, delivery_id, work_item, source, " + STATE + ", event, attempts, tries, due_at, "
     "lease_owner, lease_until, outcome, last_reason, last_error, gave_up_versions, "
     "rearm_count, received_at, settled_at, updated_at"
 )
@@ -43,7 +47,7 @@ SELECT = "SELECT " + COLUMNS + " FROM inbox"  # noqa: S608 (constant column list
 
 # The queue heads (each item's oldest pending or claimed row), by a loose index scan:
 # the same recursive query runs on SQLite and PostgreSQL.
-OPEN = "state IN ('pending', 'claimed')"
+OPEN = "state IN ('pending', 'claimed') AND held_at IS NULL"
 HEADS = (
     "WITH RECURSIVE items(w) AS ("  # noqa: S608 (constant text)
     f"SELECT (SELECT min(work_item) FROM inbox WHERE {OPEN}) "

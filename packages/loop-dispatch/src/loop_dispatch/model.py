@@ -206,6 +206,7 @@ class EventKind(str, Enum):
     CLOSED = "closed"
     MANUAL = "manual"
     SAY = "say"  # the operator's own words (`sessions say`), never on the ticket
+    CONTROL = "control"  # a control word (`the-loop pause`...): executed, never pasted
 
 
 @dataclass(frozen=True)
@@ -235,6 +236,9 @@ class Event:
     # A close by someone who is not an authorized actor keeps the item's workspace, so
     # a reopen resumes where the agent was (issue 20).
     keep_workspace: bool = False
+    # A control word the ingress already refuses ("not_authorized"): settled as
+    # rejected and acknowledged, never run (issue 24). Empty for every other event.
+    refused: str = ""
 
     def __post_init__(self) -> None:
         if not self.delivery_id:
@@ -264,6 +268,8 @@ class Event:
             out["spawns"] = "false"
         if self.keep_workspace:
             out["keepWorkspace"] = "true"
+        if self.refused:
+            out["refused"] = self.refused
         return out
 
     @classmethod
@@ -282,6 +288,7 @@ class Event:
                 subject=str(data.get("subject") or ""),
                 spawns=str(data.get("spawns", "true")) != "false",
                 keep_workspace=str(data.get("keepWorkspace", "false")) == "true",
+                refused=str(data.get("refused") or ""),
             )
         except (KeyError, TypeError) as exc:
             raise ValueError(f"malformed stored event: {exc!r}") from None

@@ -21,13 +21,15 @@ class OutcomeKind(str, Enum):
     FAILED = "failed"  # retryable: the delivery id is released
     SKIPPED = "skipped"  # non-retryable: the delivery id is kept
     DUPLICATE = "duplicate"
+    HELD = "held"  # waits in the inbox while its item is paused or stopped (issue 24)
 
 
-_P, _F, _S, _D = (
+_P, _F, _S, _D, _H = (
     OutcomeKind.PROCESSED,
     OutcomeKind.FAILED,
     OutcomeKind.SKIPPED,
     OutcomeKind.DUPLICATE,
+    OutcomeKind.HELD,
 )
 
 
@@ -57,6 +59,11 @@ class Reason(str, Enum):
     CARRIED_BY_SPAWN = ("carried_by_spawn", _P, False, "dispatch.carried", "info")
     CLOSED = ("closed", _P, False, "session.closed", "info")
     NO_ACTIVE_SESSION = ("no_active_session", _P, False, "", "info")
+    CONTROL_EXECUTED = ("control_executed", _P, False, "control.command", "info")
+    # a control word refused (not authorized, nothing to resume...): settled, never run
+    CONTROL_REJECTED = ("control_rejected", _S, False, "control.rejected", "warning")
+    # the item is paused or stopped: the event waits in the inbox (state `paused`)
+    HELD = ("held", _H, False, "dispatch.held", "info")
     # not processed, kept
     DUPLICATE_DELIVERY = ("duplicate_delivery", _D, False, "dispatch.duplicate", "debug")
     NOT_TAKEN_ON = ("not_taken_on", _S, False, "dispatch.not_taken_on", "info")

@@ -21,6 +21,7 @@ from .sqlite_db import run_script as _run_script  # noqa: F401 (kept importable 
 from .tables import utcnow_iso
 
 if TYPE_CHECKING:
+    from .controls import Controls
     from .database import Connection, Database
     from .deliveries import Deliveries
     from .inbox import Inbox
@@ -211,6 +212,18 @@ CORE_MIGRATIONS: list[str] = [
         updated_at, started_at FROM sessions;
     DROP TABLE sessions;
     ALTER TABLE sessions_v6 RENAME TO sessions;
+    """,
+    # v7: control words (issue 24). An item's hold (`paused`, `stopped`) in `controls`;
+    # an event that arrived under it waits in the inbox with `held_at` set (shown as
+    # state `paused`), out of the item's queue, until `resume` or `start` releases it.
+    """
+    ALTER TABLE inbox ADD COLUMN held_at TEXT;
+    CREATE TABLE controls (
+        work_item  TEXT PRIMARY KEY,
+        hold       TEXT NOT NULL CHECK (hold IN ('paused', 'stopped')),
+        actor      TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+    );
     """,
 ]
 
@@ -462,6 +475,12 @@ class Store:
         from .inbox import Inbox
 
         return Inbox(self)
+
+    @property
+    def controls(self) -> Controls:
+        from .controls import Controls
+
+        return Controls(self)
 
     @property
     def cursors(self) -> Cursors:

@@ -18,8 +18,9 @@ STATES = {
     "pending": ("pending", "claimed"),
     "in-flight": ("claimed",),
     "given-up": ("given_up",),
+    "paused": ("paused",),
     "done": ("done",),
-    "all": ("pending", "claimed", "given_up"),
+    "all": ("pending", "claimed", "paused", "given_up"),
 }
 DEFAULT_LIMIT = 100  # a backlog of thousands is a count and a page, not a screenful each
 MAX_SEQ = 2**63 - 1  # inbox ids are SQLite/PostgreSQL 64-bit integers
@@ -68,8 +69,8 @@ def _row(entry: InboxEntry) -> list[str]:
     "--state",
     type=click.Choice(list(STATES)),
     default="all",
-    help="Which rows: pending (waiting or in flight), in-flight, given-up, done, "
-    "all (default: all not done).",
+    help="Which rows: pending (waiting or in flight), in-flight, given-up, paused (held "
+    "while their item is paused or stopped), done, all (default: all not done).",
 )
 @click.option(
     "--item",

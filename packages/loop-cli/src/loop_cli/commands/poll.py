@@ -30,6 +30,8 @@ def _line(summary: dict[str, Any]) -> str:
             f" {summary['skipped']} skipped, {summary['duplicate']} duplicate,"
             f" {summary['gave_up']} gave up, {summary['rearmed']} re-armed"
         )
+        if summary.get("held"):  # paused or stopped items' events, waiting (issue 24)
+            line += f", {summary['held']} held"
     return line + f", {summary['errors']} source errors"
 
 

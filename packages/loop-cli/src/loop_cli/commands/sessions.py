@@ -95,7 +95,7 @@ def list_(ctx: click.Context, fmt: str, attention_only: bool) -> None:
         [
             r["displayRef"],
             r["tmuxName"],
-            r["status"],
+            r["status"] if not r["hold"] else f"{r['status']}, {r['hold']} ({r['held']} held)",
             r["presence"],
             _mib(r["rssBytes"]),
             r["harness"],
@@ -142,31 +142,87 @@ def _home(path: str) -> str:
     return "~" + path[len(home) :] if path == home or path.startswith(home + "/") else path
 
 
+_COMMENT = click.option(
+    "--comment", is_flag=True, help="Also post the control word on the ticket (the record)."
+)
+
+
 @sessions.command("start", epilog="Example: the-loop sessions start local:loop#1")
 @click.argument("ref", shell_complete=complete_ref)
+@_COMMENT
 @output_option("json")
 @click.pass_context
-def start(ctx: click.Context, ref: str, fmt: str) -> None:
-    """Start the item's session now (and watch the item)."""
+def start(ctx: click.Context, ref: str, comment: bool, fmt: str) -> None:
+    """Start the item's session now (and watch the item); a paused or stopped one
+    goes on, its held events released in arrival order."""
     from ..sessions import start as start_session
 
     item = parse_ref(ref)
     rt = runtime(ctx)
     preflight(rt)
     row = start_session(rt, item)
+    _posted(rt, item, "start", comment)
     _echo_row(row, fmt)
 
 
 @sessions.command("stop", epilog="Example: the-loop sessions stop local:loop#1")
 @click.argument("ref", shell_complete=complete_session)
+@_COMMENT
 @output_option("json")
 @click.pass_context
-def stop(ctx: click.Context, ref: str, fmt: str) -> None:
-    """Terminate the harness, keep the pane's scrollback, close the record."""
+def stop(ctx: click.Context, ref: str, comment: bool, fmt: str) -> None:
+    """Terminate the harness, keep the pane's scrollback, close the record; later
+    events wait in the inbox until `sessions start` (a label never respawns it)."""
     from ..sessions import stop as stop_session
 
-    row = stop_session(runtime(ctx), parse_ref(ref))
+    rt = runtime(ctx)
+    item = parse_ref(ref)
+    row = stop_session(rt, item)
+    _posted(rt, item, "stop", comment)
     _echo_row(row, fmt)
+
+
+@sessions.command("pause", epilog="Example: the-loop sessions pause local:loop#1 --comment")
+@click.argument("ref", shell_complete=complete_session)
+@_COMMENT
+@output_option("json")
+@click.pass_context
+def pause(ctx: click.Context, ref: str, comment: bool, fmt: str) -> None:
+    """Hold the item's arriving events in the inbox (state paused); the session runs on."""
+    _control(ctx, ref, "pause", comment, fmt)
+
+
+@sessions.command("resume", epilog="Example: the-loop sessions resume local:loop#1")
+@click.argument("ref", shell_complete=complete_session)
+@_COMMENT
+@output_option("json")
+@click.pass_context
+def resume(ctx: click.Context, ref: str, comment: bool, fmt: str) -> None:
+    """Release the held events in arrival order (a stopped item starts again)."""
+    _control(ctx, ref, "resume", comment, fmt)
+
+
+def _control(ctx: click.Context, ref: str, verb: str, comment: bool, fmt: str) -> None:
+    from ..console import run_control
+    from ..sessions import operator_name
+
+    item = parse_ref(ref)
+    rt = runtime(ctx)
+    preflight(rt)
+    row = run_control(rt, item, verb, operator_name())
+    _posted(rt, item, verb, comment)
+    if fmt == "json":
+        echo_json(row)
+    else:
+        click.echo(f"{row['ref']}: {printable(row['detail'])}")
+
+
+def _posted(rt: Any, item: Any, verb: str, comment: bool) -> None:
+    if comment:
+        from ..console import post_control_word
+        from ..sessions import operator_name
+
+        post_control_word(rt, item, verb, operator_name())
 
 
 def _echo_row(row: dict[str, object], fmt: str) -> None:

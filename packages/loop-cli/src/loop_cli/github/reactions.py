@@ -24,6 +24,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from loop_dispatch import EventKind
+
+from ..acknowledge import Answer, control_answer
 from .client import GitHubError, PermanentError
 from .parse import MARKER
 
@@ -34,6 +37,7 @@ log = logging.getLogger(__name__)
 EYES = "eyes"
 ROCKET = "rocket"
 CONFUSED = "confused"
+PLUS_ONE = "+1"
 REVIEW_COMMENT_PREFIX = "review-comment:"
 
 
@@ -75,6 +79,11 @@ def jobs_for(settlement: Any) -> list[Reaction]:
     if path is None:
         return []
     outcome = settlement.outcome
+    answer = control_answer(settlement, reply_when_ok=False)
+    if answer is not None:
+        return _control_jobs(path, repository, event.url, answer)
+    if event.kind is EventKind.CONTROL and settlement.state == "done":
+        return []  # a command is never "delivered": no eyes
     if settlement.state == "done" and outcome is not None and outcome.kind.value == "processed":
         jobs = [Reaction(path, {"content": EYES}, EYES)]
         if getattr(outcome, "confirmed", False):  # the agent's conversation holds it
@@ -91,6 +100,20 @@ def jobs_for(settlement: Any) -> list[Reaction]:
             f"(`{reason}`). An operator can see why with `the-loop inbox list --given-up` "
             f"and retry it with `the-loop inbox retry {entry.seq}` once the cause is fixed."
         )
+        jobs.append(
+            Reaction(f"repos/{repository}/issues/{number}/comments", {"body": text}, "comment")
+        )
+    return jobs
+
+
+def _control_jobs(path: str, repository: str, url: str, answer: Answer) -> list[Reaction]:
+    """A control word's answer (acknowledge.py): `+1` when executed, `confused` when
+    refused; the reply (the reason and the remedy, or `status`) as one marked comment."""
+    content = PLUS_ONE if answer.ok else CONFUSED
+    jobs = [Reaction(path, {"content": content}, content)]
+    number = _issue_number(url)
+    if answer.reply and number is not None:
+        text = f"{MARKER}\n{answer.reply}"
         jobs.append(
             Reaction(f"repos/{repository}/issues/{number}/comments", {"body": text}, "comment")
         )

@@ -498,13 +498,22 @@ def comment_event(
     """An issue comment's Event, or why it is ignored. `spawns` false (the issue is
     closed): it reaches an agent still at work, and never starts one again after the
     close (which may be waiting for the agent's idle moment)."""
+    from loop_dispatch.control import parse_control
+
     ignored = rules.comment_ignored(comment)
+    control = parse_control(comment.body)
+    refused = ""
     if ignored is not None:
-        return ignored
+        # A control word by someone not authorized is refused on the ticket (issue 24);
+        # the-loop's own comments are never commands, nor anything else of theirs.
+        if control is None or not ignored.reason.endswith("not an authorized actor"):
+            return ignored
+        refused = "not_authorized"
     return Event(
         delivery_id=comment_delivery(repository, comment.id),
         work_item=_ref(repository, comment.issue_number),
-        kind=EventKind.COMMENT,
+        kind=EventKind.CONTROL if control is not None else EventKind.COMMENT,
+        refused=refused,
         actor=comment.author,
         body=comment.body,
         url=comment.url,

@@ -87,10 +87,14 @@ class JiraRules:
 
 
 def comment_event(site: str, issue: JiraIssue, comment: JiraComment, base_url: str) -> Event:
+    from loop_dispatch.control import parse_control
+
+    # A control word (issue 24): run and answered on the issue, never pasted.
+    control = parse_control(comment.body) is not None
     return Event(
         delivery_id=comment_delivery(site, comment.id),
         work_item=issue.ref,
-        kind=EventKind.COMMENT,
+        kind=EventKind.CONTROL if control else EventKind.COMMENT,
         actor=comment.author,
         body=comment.body,
         url=f"{base_url}/browse/{issue.key}?focusedCommentId={comment.id}",
