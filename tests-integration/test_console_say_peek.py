@@ -86,18 +86,32 @@ def test_say_never_takes_an_item_on(loop: Loop) -> None:
     waiting = loop.run("item", "open", "Not started", codes=(0,)).stdout.strip()
     refused = loop.run("sessions", "say", waiting, "hello", codes=(2,))
     assert f"no session for {waiting}" in refused.stderr
-    ref, cid = _started(loop, "Stopped later")
+    ref, cid = _started(loop, "Forgotten later")
     loop.run("sessions", "say", ref, "too-late", codes=(0,))
-    loop.run("sessions", "stop", ref, codes=(0,))  # closed between the say and its drain
+    loop.run("sessions", "reset", ref, codes=(0,))  # forgotten between the say and its drain
     loop.run("poll", "--once", codes=(0,))
     rows = json.loads(loop.run("inbox", "list", "--state", "done", "-o", "json").stdout)
     (row,) = [r for r in rows if r["deliveryId"].startswith("say:")]
     assert (row["state"], row["outcome"], row["lastReason"]) == ("done", "skipped", "not_taken_on")
-    assert not any("too-late" in t for t in _texts(loop, cid))
-    (session,) = [r for r in loop.sessions() if r["ref"] == ref]
-    assert session["status"] == "closed"  # not started again by the operator's words
-    closed = loop.run("sessions", "say", ref, "again", codes=(2,))
-    assert "is closed" in closed.stderr
+    # Not delivered, and no agent was started to read it.
+    cids = {cid} | {r["conversationId"] for r in loop.sessions()}
+    assert not any("too-late" in t for c in cids for t in _texts(loop, c))
+
+
+def test_say_to_a_stopped_item_waits_for_its_start(loop: Loop) -> None:
+    """`stop` holds later events (issue 24): the operator's words too, never dropped,
+    delivered once the item is started again, its conversation resumed."""
+    ref, cid = _started(loop, "Stopped")
+    loop.run("sessions", "stop", ref, codes=(0,))
+    loop.run("sessions", "say", ref, "read-this-after-the-start", codes=(0,))
+    loop.run("poll", "--once", codes=(0,))
+    held = json.loads(loop.run("inbox", "list", "--state", "paused", "-o", "json").stdout)
+    assert [r["deliveryId"].split(":")[0] for r in held] == ["say"]
+    assert not any("read-this-after-the-start" in t for t in _texts(loop, cid))
+    loop.run("sessions", "start", ref, codes=(0,))
+    loop.run("poll", "--once", codes=(0,))
+    assert wait_for(lambda: any("read-this-after-the-start" in t for t in _texts(loop, cid)))
+    assert sum("read-this-after-the-start" in t for t in _texts(loop, cid)) == 1
 
 
 def test_say_brings_a_dead_agent_back_to_read_it(loop: Loop) -> None:

@@ -75,6 +75,8 @@ def test_a_v4_store_gains_started_at_from_created_at(tmp_path: Path) -> None:
     db = sqlite3.connect(tmp_path / "state" / "state.db")
     with db:  # the store as loop-dispatch v4 left it
         db.execute("ALTER TABLE sessions DROP COLUMN started_at")
+        db.execute("ALTER TABLE inbox DROP COLUMN held_at")  # v7's, as the later ones
+        db.execute("DROP TABLE controls")
         db.execute("UPDATE schema_versions SET version = 4 WHERE namespace = 'loop_dispatch'")
         db.execute("PRAGMA user_version = 4")
     db.close()

@@ -70,14 +70,16 @@ def targets(
                 raise UsageError(
                     f"no session for {ref}; `the-loop sessions start {ref}` starts one"
                 )
-            if record.status not in _REACHABLE:
+            # A stopped item's record is closed, and its events wait for `start`.
+            held = rt.store.controls.get(ref) is not None
+            if record.status not in _REACHABLE and not held:
                 raise UsageError(
                     f"the session of {ref} is {record.status}: nothing would read it "
                     f"(`the-loop sessions start {ref}` brings it back)"
                 )
             found.append(record)
         return found
-    records = [r for r in registry.list() if r.status in _REACHABLE]
+    records = [r for r in registry.list() if r.status in _REACHABLE]  # not stopped ones
     if project is None:
         return records
     wanted = project.strip().lower()
