@@ -202,11 +202,18 @@ def run_status(config: str | None, fmt: str) -> int:
 
 
 def _collect(config: str | None) -> dict[str, object]:
+    from .api.client import daemon_status
     from .config import load_config
+
+    loaded = load_config(config)
+    if loaded.config.api.socket:  # the running daemon's answer, when one gives it
+        served = daemon_status(loaded.config.effective_state_dir(), loaded.path)
+        if served is not None:
+            return served
     from .runtime import Runtime
     from .status import collect_status
 
-    rt = Runtime(load_config(config), read_only=True)
+    rt = Runtime(loaded, read_only=True)
     try:
         return collect_status(rt)
     finally:
