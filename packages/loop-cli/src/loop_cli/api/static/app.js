@@ -95,6 +95,7 @@ async function refresh() {
 function addEvent(record) {
   const list = document.getElementById("events");
   const li = el("li", null, record.level || "");
+  li.hidden = record.level === "debug" && !document.getElementById("show-debug").checked;
   li.dataset.type = record.type || "";
   li.appendChild(el("span", (record.ts || "").replace("T", " ").slice(0, 19) + " ", "t"));
   li.appendChild(el("b", record.type || "?"));
@@ -116,7 +117,13 @@ function follow() {
   });
 }
 
+function toggleDebug() {
+  const show = document.getElementById("show-debug").checked;
+  for (const li of document.querySelectorAll("#events li.debug")) li.hidden = !show;
+}
+
 async function start() {
+  document.getElementById("show-debug").addEventListener("change", toggleDebug);
   try {
     const recent = await getJSON("/api/events?limit=50");
     for (const record of recent) addEvent(record);
