@@ -26,7 +26,7 @@ from loop_rig import Loop, cycled, the_loop
 
 from loop_tmux.testing import wait_for
 
-TOKEN = "test-api-token-0123456789abcdef"  # noqa: S105 (a test's own token)
+TOKEN = "test-api-token-0123456789abcdef"
 
 
 def _free_port() -> int:
@@ -116,7 +116,8 @@ def test_the_daemon_serves_the_api_on_its_socket_and_behind_a_token_on_tcp(
                 assert refused.headers["allow"] == "GET, HEAD"
             assert unix.head("/api/status").status_code == 200
             page = unix.get("/")
-            assert page.status_code == 200 and "/static/app.js" in page.text
+            assert page.status_code == 200
+            assert "/static/app.js" in page.text
 
         base = f"http://127.0.0.1:{port}"
         with httpx.Client(base_url=base) as tcp:
@@ -129,7 +130,8 @@ def test_the_daemon_serves_the_api_on_its_socket_and_behind_a_token_on_tcp(
             assert tcp.post("/api/status", headers=right).status_code == 405
             assert tcp.get("/login?token=nope").status_code == 401
             login = tcp.get(f"/login?token={TOKEN}")
-            assert login.status_code == 303 and login.headers["location"] == "/"
+            assert login.status_code == 303
+            assert login.headers["location"] == "/"
             cookie = login.cookies["the_loop_api"]
             assert TOKEN not in cookie  # the cookie is derived from the token, not it
             assert "httponly" in login.headers["set-cookie"].lower()
@@ -172,7 +174,8 @@ def test_the_daemon_serves_the_api_on_its_socket_and_behind_a_token_on_tcp(
 
         with _unix(loop) as unix:
             (row,) = unix.get("/api/sessions").json()
-            assert row["presence"] == "live" and row["activity"] in (
+            assert row["presence"] == "live"
+            assert row["activity"] in (
                 "idle",
                 "busy",
                 "blocked",
@@ -183,7 +186,8 @@ def test_the_daemon_serves_the_api_on_its_socket_and_behind_a_token_on_tcp(
         text = metrics.text
         assert 'the_loop_deliveries_total{outcome="delivered"} 1.0' in text, text
         assert "the_loop_comment_to_paste_seconds_count 1.0" in text
-        assert 'the_loop_sessions{activity="' in text and 'state="live"' in text
+        assert 'the_loop_sessions{activity="' in text
+        assert 'state="live"' in text
         assert 'the_loop_inbox{state="pending"}' in text
         assert "the_loop_poll_errors_total 0.0" in text
         assert 'the_loop_notifications_total{outcome="failed"} 0.0' in text
@@ -250,6 +254,7 @@ def test_a_tcp_listener_without_its_token_is_refused_before_the_daemon_starts(
         check=False,
     )
     assert done.returncode == 2, done.stderr
-    assert "THE_LOOP_API_TOKEN" in done.stderr and "api.listen" in done.stderr
+    assert "THE_LOOP_API_TOKEN" in done.stderr
+    assert "api.listen" in done.stderr
     assert "Traceback" not in done.stderr
     assert not (loop.root / "state" / "api.sock").exists()

@@ -26,7 +26,7 @@ from loop_rig import Loop, cycled
 
 from loop_tmux.testing import wait_for
 
-TOKEN = "browser-test-token-0123456789"  # noqa: S105 (a test's own token)
+TOKEN = "browser-test-token-0123456789"
 CHROMIUM_FLAGS = [
     "--headless",
     "--no-sandbox",
@@ -64,7 +64,7 @@ class DevTools:
             [binary, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "about:blank"],
             # dup2 onto the fds Chromium reads; close_fds would close them after it (the
             # parent's own fds are not inheritable, so nothing else leaks).
-            preexec_fn=fds,  # noqa: PLW1509
+            preexec_fn=fds,
             close_fds=False,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

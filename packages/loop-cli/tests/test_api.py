@@ -36,7 +36,9 @@ def _errors(text: str, tmp_path: Path) -> list[str]:
 @pytest.mark.parametrize("listen", ["0.0.0.0:8788", "192.168.1.5:80", "[::]:8788"])
 def test_a_listener_off_loopback_is_refused_unless_allowed(tmp_path: Path, listen: str) -> None:
     (problem,) = _errors(f"api: {{listen: '{listen}'}}\n", tmp_path)
-    assert "api" in problem and "not a loopback address" in problem and "allowRemote" in problem
+    assert "api" in problem
+    assert "not a loopback address" in problem
+    assert "allowRemote" in problem
     cfg = parse_text(f"api: {{listen: '{listen}', allowRemote: true}}\n", tmp_path / "c.yaml")
     assert cfg.api.listen == listen
 
@@ -123,7 +125,8 @@ def test_status_prints_what_the_daemon_answers(
     done = console(*argv)  # text: the plain entry path; slack: the click command
     assert "served-by-the-daemon" in done.stdout, done.stdout + done.stderr
     assert done.returncode == (0 if served["ok"] else 1)
-    assert daemon.requests and daemon.requests[0].startswith(b"GET /api/status HTTP/1.0")
+    assert daemon.requests
+    assert daemon.requests[0].startswith(b"GET /api/status HTTP/1.0")
 
 
 def test_status_computes_itself_when_the_daemon_runs_another_config(
