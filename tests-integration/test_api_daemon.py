@@ -169,7 +169,8 @@ def test_the_daemon_serves_the_api_on_its_socket_and_behind_a_token_on_tcp(
         loop.run("item", "comment", "local:loop#1", "a comment while the stream is open")
         reader.join(timeout=30)
         delivered = [r for r in got if r["type"] == "dispatch.delivered"]
-        assert delivered and delivered[0]["workItem"] == "local:loop#1", got
+        assert delivered, got
+        assert delivered[0]["workItem"] == "local:loop#1", got
         assert delivered[0]["detail"]["latency_seconds"] >= 0
 
         with _unix(loop) as unix:

@@ -172,7 +172,7 @@ def test_the_dashboard_loads_in_chromium_and_streams_a_new_comment_within_2s(
         row = browser.evaluate(
             "[...document.querySelectorAll('#fleet tbody tr td')].map(td => td.textContent)"
         )
-        assert row[1] == "local:loop#1" and row[2] == "live", row
+        assert row[1:3] == ["local:loop#1", "live"], row
         assert browser.evaluate("location.pathname") == "/"  # the login redirected home
 
         loop.run("item", "comment", "local:loop#1", "a comment the dashboard must show")
