@@ -238,3 +238,29 @@ def test_the_counters_count_what_the_log_records() -> None:
     assert 'the_loop_notifications_total{outcome="failed"} 1.0' in text
     assert 'the_loop_notifications_total{outcome="sent"} 0.0' in text
     assert 'the_loop_stalled_total{why="no-progress"} 1.0' in text
+
+
+def test_the_status_snapshot_is_computed_once_per_burst_and_never_served_stale(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from loop_cli.api import views
+
+    clock = [1000.0]
+    monkeypatch.setattr(views.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(views, "REFRESH_SECONDS", 3600.0)  # no background refresh here
+    computed: list[float] = []
+
+    def compute() -> dict[str, Any]:
+        computed.append(clock[0])
+        return {"n": len(computed)}
+
+    snapshot = views.Snapshot(compute)
+    try:
+        assert snapshot.get() == {"n": 1}  # the first asks: computed now
+        clock[0] += views.FRESH_SECONDS  # still fresh: the same answer, no work
+        assert snapshot.get() == {"n": 1}
+        clock[0] += 0.01  # past the bound: computed again before answering
+        assert snapshot.get() == {"n": 2}
+        assert computed == [1000.0, 1000.0 + views.FRESH_SECONDS + 0.01]
+    finally:
+        snapshot.stop()

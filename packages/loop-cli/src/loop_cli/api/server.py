@@ -104,6 +104,10 @@ class ApiServer:
     def start(self) -> None:
         if not self._socks:
             return
+        if self.path is not None:  # `status` finds this socket without loading the config
+            from .hint import remember
+
+            remember(self.rt.loaded.path, self.rt.state_dir)
         self._thread = threading.Thread(target=self._run, name="the-loop-api", daemon=True)
         self._thread.start()
         self._started.wait(START_SECONDS)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .follow import last_records
@@ -20,6 +21,9 @@ if TYPE_CHECKING:
     from ..runtime import Runtime
 
 ACTIVITY_TTL = 5.0
+FRESH_SECONDS = 1.5  # the oldest status the API serves
+REFRESH_SECONDS = 1.0  # how often it is recomputed while clients keep asking
+WATCHED_SECONDS = 30.0  # ... that is, while one asked within this
 INBOX_STATES = ("pending", "claimed", "given_up")
 
 
@@ -32,11 +36,17 @@ class Views:
         self.rt: Runtime = Runtime(loaded, read_only=True)
         self._lock = threading.Lock()
         self._activity: tuple[float, dict[str, str]] = (0.0, {})
+        self.snapshot = Snapshot(self.compute_status)
 
     def close(self) -> None:
+        self.snapshot.stop()
         self.rt.close()
 
     def status(self) -> dict[str, Any]:
+        """The status, at most `FRESH_SECONDS` old (see `Snapshot`)."""
+        return self.snapshot.get()
+
+    def compute_status(self) -> dict[str, Any]:
         from ..status import collect_status
 
         with self._lock:
@@ -106,3 +116,63 @@ class Views:
 
     def events(self, limit: int) -> list[dict[str, Any]]:
         return last_records(self.rt.config.event_log_path(), limit)
+
+
+class Snapshot:
+    """The status, computed at most once per request burst.
+
+    At 200 sessions a status costs the daemon ~50 ms (a tmux call, the store, every
+    pane's /proc environ), too much to pay per `status` in a watch loop. The first
+    request after a quiet spell computes it (fresh); while requests keep coming, a
+    thread recomputes it every `REFRESH_SECONDS`, so each is answered at once with a
+    status at most `FRESH_SECONDS` old. Nobody asking: no thread, no cost.
+    """
+
+    def __init__(self, compute: Callable[[], dict[str, Any]]) -> None:
+        self._compute = compute
+        self._lock = threading.Lock()
+        self._value: tuple[float, dict[str, Any]] | None = None
+        self._asked = 0.0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def get(self) -> dict[str, Any]:
+        now = time.monotonic()
+        self._asked = now
+        found = self._value
+        if found is not None and now - found[0] <= FRESH_SECONDS:
+            return found[1]
+        with self._lock:  # one computation at a time; a waiter takes its result
+            found = self._value
+            if found is None or time.monotonic() - found[0] > FRESH_SECONDS:
+                found = self._refresh()
+            self._keep_fresh()
+            return found[1]
+
+    def _refresh(self) -> tuple[float, dict[str, Any]]:
+        started = time.monotonic()
+        value = (started, self._compute())
+        self._value = value
+        return value
+
+    def _keep_fresh(self) -> None:
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(
+                target=self._run, name="the-loop-api-status", daemon=True
+            )
+            self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(REFRESH_SECONDS):
+            if time.monotonic() - self._asked > WATCHED_SECONDS:
+                return
+            with self._lock:
+                try:
+                    self._refresh()
+                except Exception:  # the next request computes (and reports) it
+                    self._value = None
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)

@@ -20,7 +20,8 @@ def status(ctx: click.Context, fmt: str, post: bool) -> None:
     Exit 0 when every enabled service runs, else 1. -o slack prints a Slack Block Kit
     payload (--post sends it).
     """
-    from ..status import collect_status, render_text
+    from ..status import collect_status
+    from ..status_text import render_text
 
     if post and fmt != "slack":
         raise UsageError("--post needs -o slack")
