@@ -3,8 +3,9 @@
 The daemon already has its imports loaded, its config validated and its store open, so
 a status computed here costs the store reads and one tmux call, not a Python start. One
 lock serialises the reads (one store connection, one tmux client); the sessions'
-activity (a screen read per live session) is kept for `ACTIVITY_TTL` seconds so a
-dashboard and a scraper polling together do not multiply tmux calls.
+activity (a screen read per live session, for an adapter that reads screens) is kept
+for `ACTIVITY_TTL` seconds so a dashboard and a scraper polling together do not
+multiply tmux calls.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
     from ..config import LoadedConfig
     from ..runtime import Runtime
 
-ACTIVITY_TTL = 5.0
+ACTIVITY_TTL = 10.0  # one screen read per live session at most this often
 FRESH_SECONDS = 1.5  # the oldest status the API serves
 REFRESH_SECONDS = 1.0  # how often it is recomputed while clients keep asking
 WATCHED_SECONDS = 30.0  # ... that is, while one asked within this
@@ -36,6 +37,7 @@ class Views:
         self.rt: Runtime = Runtime(loaded, read_only=True)
         self._lock = threading.Lock()
         self._activity: tuple[float, dict[str, str]] = (0.0, {})
+        self._activity_lock = threading.Lock()
         self.snapshot = Snapshot(self.compute_status)
 
     def close(self) -> None:
@@ -63,6 +65,7 @@ class Views:
 
         with self._lock:
             rows = list_rows(self.rt)
+        with self._activity_lock:  # screen reads: never while status waits on the lock
             activity = self._activities(rows)
         for row in rows:
             row["activity"] = activity.get(row["tmuxName"], "unknown")
@@ -79,6 +82,8 @@ class Views:
         return fresh
 
     def _one_activity(self, row: dict[str, Any]) -> str:
+        if not self.rt.adapter.reads_screen:  # nothing to read: no tmux call per session
+            return "unknown"
         try:
             seen = self.rt.tmux.observe(row["tmuxName"], capture=True)
             if seen.view is None:
