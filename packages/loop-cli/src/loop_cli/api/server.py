@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import os
 import socket
 import threading
@@ -24,8 +23,6 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from ..runtime import Runtime
-
-log = logging.getLogger("loop_cli.api")
 
 MAX_CONNECTIONS = 256  # dashboards, scrapers and `status`: far below the webhook's
 MIN_TOKEN_CHARS = 16
@@ -124,7 +121,12 @@ class ApiServer:
     async def _serve(self) -> None:
         import uvicorn
 
-        from ..webhook.guard import Limits, guarded_protocol
+        from ..webhook.guard import (
+            Limits,
+            guarded_protocol,
+            loop_exception_handler,
+            quiet_server_logs,
+        )
         from .app import create_app
         from .metrics import Metrics
         from .views import Views
@@ -136,6 +138,8 @@ class ApiServer:
             cfg.webhook.keep_alive_seconds,
             MAX_CONNECTIONS,
         )
+        asyncio.get_running_loop().set_exception_handler(loop_exception_handler())
+        undo_logs = quiet_server_logs()  # one line per cause per minute, no traceback
         views = Views(self.rt.loaded)
         metrics = Metrics(views, cfg.event_log_path())
         metrics.start()
@@ -166,6 +170,14 @@ class ApiServer:
         finally:
             metrics.stop()
             views.close()
+            undo_logs()
+
+    def where(self) -> str:
+        """Where it serves, for the daemon's start line ("" when nowhere)."""
+        places = [str(self.path)] if self.path is not None else []
+        if self.port is not None:
+            places.append(f"http on {self.rt.config.api.listen} (bearer token)")
+        return ", ".join(places)
 
     def stop(self) -> None:
         self._stop.set()
@@ -191,10 +203,6 @@ def serving(rt: Runtime) -> Iterator[ApiServer]:
     server.bind()
     try:
         server.start()
-        if server.path is not None:
-            log.info("the-loop API: unix socket %s", server.path)
-        if server.port is not None:
-            log.info("the-loop API: http on %s (bearer token)", rt.config.api.listen)
         yield server
     finally:
         server.stop()

@@ -149,7 +149,7 @@ def start(ctx: click.Context, cycles: int | None, log_level: str, log_format: st
     with (
         configured(log_level, log_format),
         daemon_lock(rt),
-        serving(rt),  # the read-only API on api.sock (and api.listen): issue 26
+        serving(rt) as api,  # the read-only API on api.sock (and api.listen): issue 26
         hangup_ignored("the-loop poller"),
     ):
         stop = threading.Event()
@@ -163,10 +163,11 @@ def start(ctx: click.Context, cycles: int | None, log_level: str, log_format: st
 
         def on_started() -> None:
             log.info(
-                "the-loop poller: every %gs, tracker %s, state %s",
+                "the-loop poller: every %gs, tracker %s, state %s%s",
                 rt.config.polling.interval_seconds,
                 "+".join(rt.config.active_trackers()),
                 rt.state_dir,
+                f", API on {api.where()}" if api.where() else "",
             )
 
         previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
