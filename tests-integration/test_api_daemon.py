@@ -193,8 +193,12 @@ def test_the_daemon_serves_the_api_on_its_socket_and_behind_a_token_on_tcp(
         assert "the_loop_poll_errors_total 0.0" in text
         assert 'the_loop_notifications_total{outcome="failed"} 0.0' in text
 
-        # `status` asks the daemon and prints what it prints computing alone.
-        assert _status_text(loop) == _status_text(loop, THE_LOOP_STATUS_LOCAL="1")
+        # `status` asks the daemon and prints what it prints computing alone (the
+        # daemon's answer may be up to 1.5 s old: the inbox row just settled shows soon).
+        assert wait_for(
+            lambda: _status_text(loop) == _status_text(loop, THE_LOOP_STATUS_LOCAL="1"),
+            timeout=10,
+        ), (_status_text(loop), _status_text(loop, THE_LOOP_STATUS_LOCAL="1"))
     finally:
         code = _end(daemon)
     assert code == 0, out.read_text()
