@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from . import heartbeat
 from .fleet import ABSENT, DEAD, LIVE, UNKNOWN, Fleet, read_fleet
 from .status_text import ENV_BLOCK
+from .status_text import render_text as render_text  # its old home, still importable
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
