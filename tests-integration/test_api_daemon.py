@@ -199,6 +199,28 @@ def test_the_daemon_serves_the_api_on_its_socket_and_behind_a_token_on_tcp(
             lambda: _status_text(loop) == _status_text(loop, THE_LOOP_STATUS_LOCAL="1"),
             timeout=10,
         ), (_status_text(loop), _status_text(loop, THE_LOOP_STATUS_LOCAL="1"))
+
+        # A stream left open never holds up the daemon's stop: it is ended with it.
+        opened = threading.Event()
+
+        def linger() -> None:
+            with (
+                _unix(loop) as unix,
+                unix.stream("GET", "/api/events/stream", timeout=60) as answer,
+            ):
+                opened.set()
+                for _ in answer.iter_lines():
+                    pass
+
+        lingering = threading.Thread(target=linger, daemon=True)
+        lingering.start()
+        assert opened.wait(10)
+        asked = time.monotonic()
+        code = _end(daemon)
+        took = time.monotonic() - asked
+        lingering.join(10)
+        assert not lingering.is_alive()  # the server ended the stream
+        assert took < 15, took  # "within about 2 s" on an idle machine: generous here
     finally:
         code = _end(daemon)
     assert code == 0, out.read_text()

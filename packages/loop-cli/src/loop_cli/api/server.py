@@ -166,7 +166,9 @@ class ApiServer:
                     break
                 await asyncio.sleep(0.02)
             self._started.set()
+            watcher = asyncio.ensure_future(self._exit_on_stop())
             await asyncio.gather(*tasks)
+            watcher.cancel()
         finally:
             metrics.stop()
             views.close()
@@ -178,6 +180,13 @@ class ApiServer:
         if self.port is not None:
             places.append(f"http on {self.rt.config.api.listen} (bearer token)")
         return ", ".join(places)
+
+    async def _exit_on_stop(self) -> None:
+        """Stop serving once `stop()` is called, even if that came while starting."""
+        while not self._stop.is_set():
+            await asyncio.sleep(0.1)
+        for server in self._servers:
+            server.should_exit = True
 
     def stop(self) -> None:
         self._stop.set()
