@@ -92,7 +92,14 @@ async function refresh() {
   }
 }
 
+const seen = new Set();
+let newest = "";
+
 function addEvent(record) {
+  const key = [record.ts, record.type, record.deliveryId, record.workItem].join("|");
+  if (seen.has(key)) return;  // a record fetched after a reconnect and streamed too
+  seen.add(key);
+  if ((record.ts || "") > newest) newest = record.ts || "";
   const list = document.getElementById("events");
   const li = el("li", null, record.level || "");
   li.hidden = record.level === "debug" && !document.getElementById("show-debug").checked;
@@ -104,14 +111,28 @@ function addEvent(record) {
   const detail = record.detail && Object.keys(record.detail).length ? " " + JSON.stringify(record.detail) : "";
   if (detail) li.appendChild(document.createTextNode(detail));
   list.prepend(li);
-  while (list.children.length > MAX_EVENTS) list.lastElementChild.remove();
+  li.dataset.key = key;
+  while (list.children.length > MAX_EVENTS) {
+    seen.delete(list.lastElementChild.dataset.key);
+    list.lastElementChild.remove();
+  }
 }
 
 function follow() {
   const state = document.getElementById("stream-state");
   const source = new EventSource("/api/events/stream");
-  source.onopen = () => { state.textContent = "live"; state.className = "badge ok"; };
-  source.onerror = () => { state.textContent = "reconnecting"; state.className = "badge bad"; };
+  let dropped = false;
+  source.onopen = () => {
+    state.textContent = "live";
+    state.className = "badge ok";
+    if (dropped) catchUp();  // what was written while the stream was down
+    dropped = false;
+  };
+  source.onerror = () => {
+    dropped = true;
+    state.textContent = "reconnecting";
+    state.className = "badge bad";
+  };
   source.addEventListener("record", (message) => {
     try { addEvent(JSON.parse(message.data)); } catch (err) { /* a damaged record: skipped */ }
   });
@@ -120,6 +141,14 @@ function follow() {
 function toggleDebug() {
   const show = document.getElementById("show-debug").checked;
   for (const li of document.querySelectorAll("#events li.debug")) li.hidden = !show;
+}
+
+async function catchUp() {
+  try {
+    const since = newest;
+    const recent = await getJSON("/api/events?limit=200");
+    for (const record of recent) if ((record.ts || "") > since) addEvent(record);
+  } catch (err) { /* the stream goes on */ }
 }
 
 async function start() {
