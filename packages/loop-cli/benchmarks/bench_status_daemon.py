@@ -112,6 +112,9 @@ def bench(root: Path, binary: Path | None) -> dict[str, float]:
     socket = f"loop-bench-api-{os.getpid()}-{uuid.uuid4().hex[:6]}"
     config = _our_fleet(root / "ours", socket)
     env = _env(THE_LOOP_CONFIG=str(config), XDG_CACHE_HOME=str(root / "cache"))
+    # As installed (pip compiles every module at install time; the reference's are):
+    # an editable checkout under PYTHONDONTWRITEBYTECODE would compile ours at each run.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     if binary is not None:
         _seed_reference(binary, root / "reference")
     daemon = subprocess.Popen(
@@ -129,6 +132,9 @@ def bench(root: Path, binary: Path | None) -> dict[str, float]:
         times: dict[str, list[float]] = {"python": [], "served": [], "alone": [], "reference": []}
         alone_env = {**env, "THE_LOOP_STATUS_LOCAL": "1"}
         floor = [sys.executable, "-c", "import json, _socket"]  # any Python client's floor
+        for _ in range(2):  # warm: the byte code written, the daemon's snapshot made
+            subprocess.run(argv, env=env, capture_output=True, check=False)
+            subprocess.run(argv, env=alone_env, capture_output=True, check=False)
         for _ in range(RUNS):
             times["python"].append(_wall(floor, env))
             times["served"].append(_wall(argv, env))

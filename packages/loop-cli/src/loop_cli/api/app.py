@@ -132,7 +132,9 @@ def create_app(
     config_header = {CONFIG_HEADER: str(loaded_from.resolve()) if loaded_from else ""}
 
     async def status(_: Request) -> Response:
-        return JSONResponse(await run_in_threadpool(views.status), headers=config_header)
+        fresh = views.snapshot.peek()  # the common case in a watch loop: no thread hop
+        found = fresh if fresh is not None else await run_in_threadpool(views.status)
+        return JSONResponse(found, headers=config_header)
 
     async def sessions(_: Request) -> Response:
         return JSONResponse(await run_in_threadpool(views.sessions))

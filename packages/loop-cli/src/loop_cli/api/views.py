@@ -141,6 +141,15 @@ class Snapshot:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
+    def peek(self) -> dict[str, Any] | None:
+        """The snapshot when it is fresh (counts as asked), else None: no waiting."""
+        now = time.monotonic()
+        found = self._value
+        if found is None or now - found[0] > FRESH_SECONDS:
+            return None
+        self._asked = now
+        return found[1]
+
     def get(self) -> dict[str, Any]:
         now = time.monotonic()
         self._asked = now
