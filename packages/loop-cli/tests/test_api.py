@@ -13,6 +13,7 @@ import os
 import socket
 import stat
 import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -127,6 +128,39 @@ def test_status_prints_what_the_daemon_answers(
     assert done.returncode == (0 if served["ok"] else 1)
     assert daemon.requests
     assert daemon.requests[0].startswith(b"GET /api/status HTTP/1.0")
+
+
+def test_a_served_status_loads_no_config_code_once_the_hint_is_kept(
+    loop_config: Path,
+    console: Callable[..., subprocess.CompletedProcess[str]],
+    fake_daemon: Callable[..., FakeDaemon],
+) -> None:
+    served = _local_status(console)  # a full load: it keeps the hint
+    served["version"] = "served-by-the-daemon"
+    fake_daemon(served, config=str(loop_config.resolve()))
+    script = Path(sys.executable).with_name("the-loop")
+    if not script.exists():
+        pytest.skip("the-loop console script is not installed next to this python")
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", str(script), "status"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert "served-by-the-daemon" in done.stdout, done.stdout
+    imported = {line.split("|")[-1].strip() for line in done.stderr.splitlines()}
+    assert {"msgspec", "yaml", "sqlite3", "loop_tmux", "loop_cli.config"}.isdisjoint(imported)
+
+    loop_config.write_text(loop_config.read_text() + "# edited\n")  # the hint is sealed
+    edited = subprocess.run(
+        [sys.executable, "-X", "importtime", str(script), "status"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert "loop_cli.config" in edited.stderr  # loaded again, as it must be
 
 
 def test_status_computes_itself_when_the_daemon_runs_another_config(

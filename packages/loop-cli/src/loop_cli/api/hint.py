@@ -61,13 +61,18 @@ def _seal(path: str) -> list[int]:
     return [info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns]
 
 
+def _enabled() -> bool:
+    """Linux, and the caches not switched off (`THE_LOOP_CONFIG_CACHE=0`)."""
+    return sys.platform.startswith("linux") and os.environ.get("THE_LOOP_CONFIG_CACHE") != "0"
+
+
 def _private(info: os.stat_result) -> bool:
     return info.st_uid == os.geteuid() and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
 
 
 def state_dir(explicit: str | None) -> tuple[str | None, str] | None:
     """(config file or None, its state directory) without loading it; None on a miss."""
-    if not sys.platform.startswith("linux") or os.environ.get("THE_LOOP_CONFIG_CACHE") == "0":
+    if not _enabled():
         return None
     path = config_path(explicit)
     if path is None:  # the embedded defaults: the default state directory
@@ -92,7 +97,7 @@ def state_dir(explicit: str | None) -> tuple[str | None, str] | None:
 def remember(path: os.PathLike[str] | str | None, state: os.PathLike[str] | str) -> None:
     """Keep `state` as the state directory of the config file `path` (after a full
     load); never fails the command."""
-    if path is None or not sys.platform.startswith("linux"):
+    if path is None or not _enabled():
         return
     key = _key(os.fspath(path))
     entry = _entry(key)
