@@ -144,6 +144,7 @@ def test_the_dashboard_loads_in_chromium_and_streams_a_new_comment_within_2s(
     port = _free_port()
     data = yaml.safe_load(loop.config.read_text())
     data["api"] = {"listen": f"127.0.0.1:{port}"}
+    data["attention"] = {"deadSeconds": 0.5}  # a dead agent needs attention at once
     loop.config.write_text(yaml.safe_dump(data))
     loop.env["THE_LOOP_API_TOKEN"] = TOKEN
     loop.run("item", "open", "Shown on the dashboard")
@@ -187,6 +188,17 @@ def test_the_dashboard_loads_in_chromium_and_streams_a_new_comment_within_2s(
         newest = browser.evaluate(f"{delivered}[0].textContent")  # newest first
         assert "local:loop#1" in newest, newest
         print(f"\ncomment to the dashboard's DOM: {took:.2f} s")  # the figure (pytest -s)
+
+        # The attention list: the agent's session ended under it, its item still open.
+        assert loop.tmux("kill-session", "-t", "=loop-local_loop_1").returncode == 0
+        assert wait_for(
+            lambda: browser.evaluate("document.querySelectorAll('#attention li').length") == 1,
+            timeout=30,
+        ), browser.evaluate("document.body.innerText")
+        attention = browser.evaluate("document.querySelector('#attention li').textContent")
+        assert "local:loop#1" in attention, attention
+        assert "dead-with-open-item" in attention, attention
+        assert "the-loop sessions start" in attention, attention  # its remedy
 
         browser.screenshot(tmp_path / "dashboard-laptop.png")
         browser.call(
