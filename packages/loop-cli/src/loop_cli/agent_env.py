@@ -45,7 +45,12 @@ HARNESS_STATE_VARS = {"claude-code": "CLAUDE_CONFIG_DIR", "codex": "CODEX_HOME"}
 
 def credential_names(config: Config) -> tuple[str, ...]:
     """The daemon's credential variables (their NAMES), in a stable order."""
-    names = (config.github.token_env, config.webhook.secret_env, SLACK_URL_VAR)
+    names = (
+        config.github.token_env,
+        config.webhook.secret_env,
+        config.api.token_env,
+        SLACK_URL_VAR,
+    )
     notify = (config.notify.slack_url_env, config.notify.webhook_secret_env)
     return tuple(dict.fromkeys([*names, *(n for n in notify if n)]))
 

@@ -25,6 +25,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "item": ("loop_cli.commands.item:item", "Work items of the built-in local tracker."),
     "poll": ("loop_cli.commands.poll:poll", "Run the poller (forever, or --once)."),
+    "dashboard": (
+        "loop_cli.commands.dashboard:dashboard",
+        "The URL of the poll daemon's read-only dashboard.",
+    ),
     "events": ("loop_cli.commands.events:events", "Read and follow the event log."),
     "inbox": ("loop_cli.commands.inbox:inbox", "Accepted events not yet delivered: list, retry."),
     "demo": ("loop_cli.commands.demo:demo", "Watch the whole loop run once, on a private tmux."),

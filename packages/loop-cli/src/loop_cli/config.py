@@ -438,6 +438,54 @@ class HostConfig(_Section, frozen=True, kw_only=True):
         return self.name or socket.gethostname()
 
 
+def _listen(value: str) -> None:
+    parse_listen(value)  # raises ValueError naming what is wrong
+
+
+def parse_listen(value: str) -> tuple[str, int]:
+    """`HOST:PORT` (IPv6 as `[::1]:PORT`) -> (host, port); ValueError otherwise."""
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError("must be HOST:PORT, e.g. 127.0.0.1:8788")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if host != "localhost":
+        import ipaddress
+
+        try:
+            ipaddress.ip_address(host)
+        except ValueError:
+            raise ValueError("HOST must be an IP address or localhost") from None
+    return host, int(port)
+
+
+def is_loopback(host: str) -> bool:
+    import ipaddress
+
+    return host == "localhost" or ipaddress.ip_address(host).is_loopback
+
+
+class ApiConfig(_Section, frozen=True, kw_only=True):
+    """The poll daemon's read-only API (issue 26): always on `api.sock` in the state
+    directory (owner only) unless `socket` is false; on loopback TCP at `listen` too,
+    behind the bearer token held by the variable `tokenEnv`."""
+
+    socket: bool = True
+    listen: Annotated[str, Rule(_listen)] | None = None
+    token_env: EnvName = "THE_LOOP_API_TOKEN"  # noqa: S105 (a variable NAME)
+    # A non-loopback `listen` exposes the fleet's state to a network: only when asked.
+    allow_remote: bool = False
+
+    def _cross_keys(self) -> None:
+        if self.listen is not None and not self.allow_remote:
+            host, _ = parse_listen(self.listen)
+            if not is_loopback(host):
+                raise ValueError(
+                    f"listen {self.listen} is not a loopback address; the API is meant for "
+                    "this machine (set allowRemote: true to serve it on a network anyway)"
+                )
+
+
 class Config(_Section, frozen=True, kw_only=True):
     state_dir: Path | None = None
     store: StoreConfig = msgspec.field(default_factory=StoreConfig)
@@ -461,6 +509,7 @@ class Config(_Section, frozen=True, kw_only=True):
     services: ServicesConfig = msgspec.field(default_factory=ServicesConfig)
     attention: AttentionConfig = msgspec.field(default_factory=AttentionConfig)
     notify: NotifyConfig = msgspec.field(default_factory=NotifyConfig)
+    api: ApiConfig = msgspec.field(default_factory=ApiConfig)
 
     def _cross_keys(self) -> None:
         if len(set(self.trackers)) != len(self.trackers):
@@ -479,12 +528,14 @@ class Config(_Section, frozen=True, kw_only=True):
             self.jira.token_env,
             self.jira.email_env,
             self.jira.webhook_secret_env,
+            self.api.token_env,
         )
         for name in self.harness.pass_env:
             if name in credentials:
                 raise ValueError(
                     f"harness.passEnv: {shown(name)} is a credential of the daemon "
-                    "(github.tokenEnv / webhook.secretEnv / jira.*Env) and never reaches an agent"
+                    "(github.tokenEnv / webhook.secretEnv / jira.*Env / api.tokenEnv) and "
+                    "never reaches an agent"
                 )
             if name in (self.notify.slack_url_env, self.notify.webhook_secret_env):
                 raise ValueError(
@@ -675,6 +726,7 @@ def effective(loaded: LoadedConfig) -> dict[str, Any]:
     data["jira"]["webhookSecretEnv"] = _env_state(cfg.jira.webhook_secret_env)
     if cfg.jira.email_env is not None:
         data["jira"]["emailEnv"] = _env_state(cfg.jira.email_env)
+    data["api"]["tokenEnv"] = _env_state(cfg.api.token_env)
     if cfg.store.password_env is not None:
         data["store"]["passwordEnv"] = _env_state(cfg.store.password_env)
     return data

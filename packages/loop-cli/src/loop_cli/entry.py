@@ -194,7 +194,7 @@ def run_status(config: str | None, fmt: str) -> int:
 
         sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
     else:
-        from .status import render_text
+        from .status_text import render_text
 
         sys.stdout.write(render_text(data) + "\n")
     sys.stdout.flush()
@@ -202,11 +202,27 @@ def run_status(config: str | None, fmt: str) -> int:
 
 
 def _collect(config: str | None) -> dict[str, object]:
+    from .api import hint
+    from .api.client import daemon_status
+
+    known = hint.state_dir(config)  # the daemon's answer, without loading the config
+    if known is not None:
+        served = daemon_status(known[1], known[0])
+        if served is not None:
+            return served
     from .config import load_config
+
+    loaded = load_config(config)
+    state = loaded.config.effective_state_dir()
+    hint.remember(loaded.path, state)
+    if loaded.config.api.socket and known is None:  # the running daemon's answer
+        served = daemon_status(state, loaded.path)
+        if served is not None:
+            return served
     from .runtime import Runtime
     from .status import collect_status
 
-    rt = Runtime(load_config(config), read_only=True)
+    rt = Runtime(loaded, read_only=True)
     try:
         return collect_status(rt)
     finally:

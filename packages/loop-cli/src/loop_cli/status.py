@@ -1,7 +1,7 @@
 """`the-loop status` as data: services, the last poll cycle, sessions, paths.
 
 `collect_status` returns a plain dict (JSON-ready, camelCase keys) and never prints;
-`render_text` turns it into lines. `ok` is true only when every health check is
+`status_text.render_text` turns it into lines. `ok` is true only when every health check is
 (health.py: daemons beat, recent poll cycles succeed, inbox events make progress, the
 store and tmux answer); a store that cannot be read is a failing check, not a crash.
 The env-rotation drift block never changes `ok` or fails the status. Status only
@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from . import heartbeat
 from .fleet import ABSENT, DEAD, LIVE, UNKNOWN, Fleet, read_fleet
+from .status_text import ENV_BLOCK
+from .status_text import render_text as render_text  # its old home, still importable
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -26,7 +28,6 @@ if TYPE_CHECKING:
     from .runtime import Runtime
 
 SERVICES = ("poller", "webhook")
-ENV_BLOCK = "sessionEnvironment"
 
 
 def _one_line(exc: BaseException) -> str:
@@ -238,32 +239,6 @@ def _service_states(beats: dict[str, heartbeat.Heartbeat], now: datetime) -> dic
     return {name: _state(hb, hb.running(now)) for name, hb in sorted(beats.items())}
 
 
-def _services_text(services: dict[str, str]) -> str:
-    return ", ".join(f"{name} {state}" for name, state in services.items()) or "no daemon beat"
-
-
-def host_lines(block: dict[str, Any]) -> list[str]:
-    lines = []
-    for row in block["hosts"]:
-        mark = " (this host)" if row["name"] == block["this"] else ""
-        lines.append(
-            f"host:      {row['name']}{mark}: {'live' if row['live'] else 'EXPIRED'}, "
-            f"{row['placed']}/{row['maxSessions']} items, lease age {row['leaseAgeSeconds']}s; "
-            + _services_text(row.get("services", {}))
-        )
-    for row in block.get("otherHosts", []):
-        mark = " (this host)" if row["name"] == block["this"] else ""
-        lines.append(
-            f"host:      {row['name']}{mark}: no worker; " + _services_text(row["services"])
-        )
-    t = block["totals"]
-    lines.append(
-        f"fleet:     {t['live']}/{t['hosts']} hosts live, {t['placed']} items placed, "
-        f"capacity {t['capacity']}"
-    )
-    return lines
-
-
 def _service_row(
     name: str, enabled: bool, hb: heartbeat.Heartbeat | None, now: datetime
 ) -> dict[str, Any]:
@@ -314,131 +289,3 @@ def session_counts(records: list[SessionRecord], fleet: Fleet) -> dict[str, Any]
         counts["hibernated" if record.hibernated else fleet.presence(record.tmux_name)] += 1
     counts["tmuxError"] = fleet.error
     return counts
-
-
-def render_text(status: dict[str, Any]) -> str:
-    """Human-readable status, one fact per line."""
-    cfg = status["config"]
-    lines = [
-        f"the-loop {status['version']}",
-        f"config:    {cfg['path'] or 'none (embedded defaults)'}",
-        f"state:     {status['stateDir']}"
-        + ("" if status["stateExists"] else " (none yet: nothing has run)")
-        + (f" (read-only: {status['stateReadOnly']})" if status.get("stateReadOnly") else ""),
-        f"events:    {status['eventLog']}",
-        f"tracker:   {status['tracker']}"
-        + (f"   tmux socket: {status['tmuxSocket']}" if status["tmuxSocket"] else ""),
-    ]
-    for svc in status["services"]:
-        if not svc["enabled"]:
-            lines.append(f"{svc['name']}:{' ' * (10 - len(svc['name']))}disabled")
-            continue
-        mark = (
-            ("running" if svc["state"] == "running" else f"running ({svc['state']})")
-            if svc["running"]
-            else svc["state"]
-            if svc["state"].startswith("unknown")
-            else f"NOT RUNNING ({svc['state']})"
-        )
-        extra = f" pid {svc['pid']}, last beat {svc['ageSeconds']}s ago" if svc["pid"] else ""
-        lines.append(f"{svc['name']}:{' ' * (10 - len(svc['name']))}{mark}{extra}")
-    cycle = status.get("lastPollCycle")
-    if cycle and cycle.get("result") == "error":
-        lines.append(f"last poll: {cycle.get('at', '?')} FAILED: {cycle.get('error')}")
-    elif cycle:
-        lines.append(
-            f"last poll: {cycle.get('at', '?')} {cycle.get('result', '')}: "
-            f"{cycle.get('new', 0)} new"
-        )
-    else:
-        lines.append("last poll: never")
-    s = status["sessions"]
-    lines.append(
-        f"sessions:  {s['registered']} registered: {s[LIVE]} live, {s[DEAD]} dead, "
-        f"{s[ABSENT]} absent, {s[UNKNOWN]} unknown, {s.get('hibernated', 0)} hibernated "
-        f"({s['closed']} closed)"
-    )
-    if s.get("tmuxError"):
-        lines.append(f"tmux:      did not answer: {s['tmuxError']}")
-    if status.get("capacity"):
-        from .capacity_view import capacity_line
-
-        lines.append(capacity_line(status["capacity"]))
-    if status.get("inbox"):
-        line = inbox_line(status["inbox"])
-        if line:
-            lines.append(line)
-    lines += [f"store:     {line}" for line in status.get("quarantined", [])]
-    exposed = status.get("credentialExposure") or {}
-    if exposed.get("count"):
-        lines.append(
-            f"WARNING:   {exposed['count']} daemon credential exposure(s) to agents: "
-            "`the-loop env doctor` (restart the tmux server to clear; see docs/security.md)"
-        )
-    for row in status.get("blocked", []):
-        lines.append(
-            f"blocked:   {row['workItem']} ({row['tmuxName']}) waits on its {row['dialog']} "
-            "dialog; deliveries wait (docs/harnesses.md)"
-        )
-    lines.extend(attention_lines(status.get("attention", [])))
-    if status.get("hosts"):
-        lines.extend(host_lines(status["hosts"]))
-    block = status.get(ENV_BLOCK)
-    if block is not None:
-        if block.get("line"):
-            lines.append(block["line"])
-        elif block.get("error"):
-            lines.append(f"env file:  drift not checked: {block['error']}")
-    lines.extend(health_lines(status.get("health", [])))
-    from .terminal import printable
-
-    return printable("\n".join(lines), lines=True)
-
-
-def attention_lines(rows: list[dict[str, Any]]) -> list[str]:
-    """One line per item needing a human (the detector's raised stalls) and its remedy."""
-    lines = []
-    for row in rows:
-        lines.append(f"attention: {row['item']}: {row['why']} since {row['since']}")
-        lines.append(f"    remedy: {row['remedy']}")
-    return lines
-
-
-def failing(checks: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [c for c in checks if c.get("state") not in ("ok", "warning")]
-
-
-def health_lines(checks: list[dict[str, Any]]) -> list[str]:
-    """`health: ok`, or one NOT OK line per failing check with its reason and remedy."""
-    bad = failing(checks)
-    warned = [c for c in checks if c.get("state") == "warning"]
-    if not bad:
-        lines = ["health:    ok (" + ", ".join(c["check"] for c in checks) + ")"]
-    else:
-        lines = [f"health:    NOT OK: {len(bad)} of {len(checks)} check(s) failing"]
-    for c in warned:
-        lines.append(f"WARNING:   {c['check']}: {c['reason']}")
-        if c.get("remedy"):
-            lines.append(f"    remedy: {c['remedy']}")
-    for c in bad:
-        lines.append(f"  {c['check']}: {c['reason']}")
-        if c.get("remedy"):
-            lines.append(f"    remedy: {c['remedy']}")
-    return lines
-
-
-def inbox_line(summary: dict[str, Any]) -> str | None:
-    """The one status line about the inbox; None when nothing waits."""
-    pending, given_up = summary["pending"] + summary["inFlight"], summary["givenUp"]
-    paused = summary.get("paused", 0)
-    if not pending and not given_up and not paused:
-        return None
-    parts = []
-    if pending:
-        age = summary.get("oldestPendingSeconds") or 0
-        parts.append(f"{pending} pending (oldest {int(age)}s)")
-    if given_up:
-        parts.append(f"{given_up} given up — `the-loop inbox list --state given-up`")
-    if paused:  # held while their items are paused or stopped (issue 24)
-        parts.append(f"{paused} paused — `the-loop inbox list --state paused`")
-    return "inbox:     " + ", ".join(parts)

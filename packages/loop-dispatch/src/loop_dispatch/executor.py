@@ -91,6 +91,14 @@ def one_line(text: str | None) -> str:
     return " ".join((text or "").split())[:500]
 
 
+def _since(moment: datetime) -> float | None:
+    """Seconds from `moment` (an event's creation) to now: the comment-to-paste latency
+    of `dispatch.delivered`; None for a time without a zone (it cannot be compared)."""
+    if moment.tzinfo is None:
+        return None
+    return round(max(0.0, (datetime.now(timezone.utc) - moment).total_seconds()), 3)
+
+
 def _epoch(moment: datetime) -> float:
     return moment.timestamp() if moment.tzinfo else moment.replace(tzinfo=timezone.utc).timestamp()
 
@@ -755,7 +763,14 @@ class Executor:
         )
 
     def _event_dispatch_delivered(self, r: Reason, f: Facts, a: Attempt, o: Outcome) -> None:
-        self.d.emit("dispatch.delivered", a.event, a.event.work_item, r.level, tmux_name=a.name)
+        self.d.emit(
+            "dispatch.delivered",
+            a.event,
+            a.event.work_item,
+            r.level,
+            tmux_name=a.name,
+            latency_seconds=_since(a.event.created_at),
+        )
 
     def _event_session_respawn_averted(self, r: Reason, f: Facts, a: Attempt, o: Outcome) -> None:
         self.d.emit(

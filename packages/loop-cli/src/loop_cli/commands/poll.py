@@ -130,9 +130,12 @@ def start(ctx: click.Context, cycles: int | None, log_level: str, log_format: st
     and ignored.
 
     Logs one line per decision (spawn, delivery, respawn, failure and its reason,
-    give-up) to stderr; an idle cycle only at --log-level debug."""
+    give-up) to stderr; an idle cycle only at --log-level debug. Serves the read-only
+    API and dashboard on api.sock in the state dir (and on api.listen): `the-loop
+    dashboard` prints its URL."""
     from loop_dispatch.drain import GroundLost
 
+    from ..api.server import api_token, serving
     from ..daemon_signals import hangup_ignored
     from ..daemonlog import configured, daemon_logger
     from ..poller import daemon_lock, run_forever
@@ -140,11 +143,13 @@ def start(ctx: click.Context, cycles: int | None, log_level: str, log_format: st
     rt = runtime(ctx)
     preflight(rt)  # no tmux, a missing folder or env file: refuse now, not retry for a day
     rt.sources()  # refuse at once (exit 2) on a source that cannot be built
+    api_token(rt)  # api.listen without its token: refuse now (exit 2)
     log = daemon_logger()
     # One poller per state dir; SIGHUP is logged and ignored.
     with (
         configured(log_level, log_format),
         daemon_lock(rt),
+        serving(rt) as api,  # the read-only API on api.sock (and api.listen): issue 26
         hangup_ignored("the-loop poller"),
     ):
         stop = threading.Event()
@@ -158,10 +163,11 @@ def start(ctx: click.Context, cycles: int | None, log_level: str, log_format: st
 
         def on_started() -> None:
             log.info(
-                "the-loop poller: every %gs, tracker %s, state %s",
+                "the-loop poller: every %gs, tracker %s, state %s%s",
                 rt.config.polling.interval_seconds,
                 "+".join(rt.config.active_trackers()),
                 rt.state_dir,
+                f", API on {api.where()}" if api.where() else "",
             )
 
         previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}

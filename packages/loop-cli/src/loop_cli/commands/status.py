@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from ..errors import UsageError
@@ -18,12 +20,12 @@ def status(ctx: click.Context, fmt: str, post: bool) -> None:
     Exit 0 when every enabled service runs, else 1. -o slack prints a Slack Block Kit
     payload (--post sends it).
     """
-    from ..status import collect_status, render_text
+    from ..status import collect_status
+    from ..status_text import render_text
 
     if post and fmt != "slack":
         raise UsageError("--post needs -o slack")
-    rt = runtime(ctx, read_only=True)
-    data = collect_status(rt)
+    data = _served(ctx) or collect_status(runtime(ctx, read_only=True))
     if fmt == "json":
         echo_json(data)
     elif fmt == "slack":
@@ -37,3 +39,14 @@ def status(ctx: click.Context, fmt: str, post: bool) -> None:
     else:
         click.echo(render_text(data))
     ctx.exit(0 if data["ok"] else 1)
+
+
+def _served(ctx: click.Context) -> dict[str, Any] | None:
+    """The running poll daemon's status over api.sock, when it answers."""
+    from ..api.client import daemon_status
+    from ._common import loaded_config
+
+    loaded = loaded_config(ctx)
+    if not loaded.config.api.socket:
+        return None
+    return daemon_status(loaded.config.effective_state_dir(), loaded.path)

@@ -1,0 +1,300 @@
+"""The local API's parts (issue 26): its config, the status client's daemon path and
+its fallbacks, the owner-only socket at any depth, the event-log follower across a
+rotation, and the counters /metrics keeps from the log.
+
+The daemon itself is tested end to end in tests-integration/test_api_daemon.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import stat
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loop_cli.api.client import get_json
+from loop_cli.api.follow import LogFollower, last_records
+from loop_cli.api.unixsock import bind_private
+from loop_cli.config import parse_text
+from loop_cli.errors import ConfigError, OperationalError
+
+
+def _errors(text: str, tmp_path: Path) -> list[str]:
+    with pytest.raises(ConfigError) as info:
+        parse_text(text, tmp_path / "c.yaml")
+    return info.value.problems
+
+
+@pytest.mark.parametrize("listen", ["0.0.0.0:8788", "192.168.1.5:80", "[::]:8788"])
+def test_a_listener_off_loopback_is_refused_unless_allowed(tmp_path: Path, listen: str) -> None:
+    (problem,) = _errors(f"api: {{listen: '{listen}'}}\n", tmp_path)
+    assert "api" in problem
+    assert "not a loopback address" in problem
+    assert "allowRemote" in problem
+    cfg = parse_text(f"api: {{listen: '{listen}', allowRemote: true}}\n", tmp_path / "c.yaml")
+    assert cfg.api.listen == listen
+
+
+@pytest.mark.parametrize("listen", ["8788", "localhost", "127.0.0.1:0", "example.com:80", "::1"])
+def test_a_listener_that_is_not_host_port_is_refused(tmp_path: Path, listen: str) -> None:
+    (problem,) = _errors(f"api: {{listen: '{listen}'}}\n", tmp_path)
+    assert "api.listen" in problem
+
+
+def test_loopback_listeners_are_accepted(tmp_path: Path) -> None:
+    for listen in ("127.0.0.1:8788", "localhost:1", "[::1]:8788", "127.0.0.2:65535"):
+        assert parse_text(f"api: {{listen: '{listen}'}}\n", tmp_path / "c.yaml").api.listen
+
+
+def test_the_api_token_never_reaches_an_agent(tmp_path: Path) -> None:
+    (problem,) = _errors("harness: {passEnv: [THE_LOOP_API_TOKEN]}\n", tmp_path)
+    assert "api.tokenEnv" in problem
+
+
+class FakeDaemon:
+    """A unix-socket HTTP server answering every GET with one canned answer."""
+
+    def __init__(self, path: Path, status: int, body: bytes, headers: dict[str, str]) -> None:
+        self.sock = bind_private(path)
+        self.requests: list[bytes] = []
+        head = f"HTTP/1.1 {status} X\r\ncontent-length: {len(body)}\r\nconnection: close\r\n"
+        head += "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+        self.answer = head.encode() + b"\r\n" + body
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn, contextlib.suppress(OSError):  # a probe that only connects
+                request = conn.recv(65536)
+                if request:
+                    self.requests.append(request)
+                    conn.sendall(self.answer)
+
+    def close(self) -> None:
+        self.sock.shutdown(socket.SHUT_RDWR)
+        self.sock.close()
+        self.thread.join(5)
+
+
+@pytest.fixture
+def fake_daemon(isolated: Path) -> Iterator[Callable[..., FakeDaemon]]:
+    made: list[FakeDaemon] = []
+
+    def make(body: dict[str, Any], *, status: int = 200, config: str = "") -> FakeDaemon:
+        (isolated / "state").mkdir(mode=0o700, exist_ok=True)
+        headers = {"content-type": "application/json", "x-the-loop-config": config}
+        made.append(
+            FakeDaemon(isolated / "state" / "api.sock", status, json.dumps(body).encode(), headers)
+        )
+        return made[-1]
+
+    yield make
+    for daemon in made:
+        daemon.close()
+
+
+def _local_status(console: Callable[..., subprocess.CompletedProcess[str]]) -> dict[str, Any]:
+    done = console("status", "-o", "json", env={"THE_LOOP_STATUS_LOCAL": "1"})
+    data: dict[str, Any] = json.loads(done.stdout)
+    return data
+
+
+@pytest.mark.parametrize("argv", [("status",), ("status", "-o", "slack")])
+def test_status_prints_what_the_daemon_answers(
+    loop_config: Path,
+    console: Callable[..., subprocess.CompletedProcess[str]],
+    fake_daemon: Callable[..., FakeDaemon],
+    argv: tuple[str, ...],
+) -> None:
+    served = _local_status(console)
+    served["version"] = "served-by-the-daemon"  # a mark the local status cannot have
+    daemon = fake_daemon(served, config=str(loop_config.resolve()))
+    done = console(*argv)  # text: the plain entry path; slack: the click command
+    assert "served-by-the-daemon" in done.stdout, done.stdout + done.stderr
+    assert done.returncode == (0 if served["ok"] else 1)
+    assert daemon.requests
+    assert daemon.requests[0].startswith(b"GET /api/status HTTP/1.0")
+
+
+def test_a_served_status_loads_no_config_code_once_the_hint_is_kept(
+    loop_config: Path,
+    console: Callable[..., subprocess.CompletedProcess[str]],
+    fake_daemon: Callable[..., FakeDaemon],
+) -> None:
+    served = _local_status(console)  # a full load: it keeps the hint
+    served["version"] = "served-by-the-daemon"
+    fake_daemon(served, config=str(loop_config.resolve()))
+    script = Path(sys.executable).with_name("the-loop")
+    if not script.exists():
+        pytest.skip("the-loop console script is not installed next to this python")
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", str(script), "status"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert "served-by-the-daemon" in done.stdout, done.stdout
+    imported = {line.split("|")[-1].strip() for line in done.stderr.splitlines()}
+    assert {"msgspec", "yaml", "sqlite3", "loop_tmux", "loop_cli.config"}.isdisjoint(imported)
+
+    loop_config.write_text(loop_config.read_text() + "# edited\n")  # the hint is sealed
+    edited = subprocess.run(
+        [sys.executable, "-X", "importtime", str(script), "status"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert "loop_cli.config" in edited.stderr  # loaded again, as it must be
+
+
+def test_status_computes_itself_when_the_daemon_runs_another_config(
+    loop_config: Path,
+    console: Callable[..., subprocess.CompletedProcess[str]],
+    fake_daemon: Callable[..., FakeDaemon],
+) -> None:
+    served = _local_status(console)
+    served["version"] = "served-by-the-daemon"
+    daemon = fake_daemon(served, config="/elsewhere/config.yaml")
+    done = console("status")
+    assert daemon.requests  # it asked
+    assert "served-by-the-daemon" not in done.stdout  # and did not take the answer
+    assert done.stdout.startswith("the-loop ")
+
+
+@pytest.mark.parametrize("status", [500, 404])
+def test_status_computes_itself_when_the_daemon_fails(
+    loop_config: Path,
+    console: Callable[..., subprocess.CompletedProcess[str]],
+    fake_daemon: Callable[..., FakeDaemon],
+    status: int,
+) -> None:
+    fake_daemon(
+        {"version": "served-by-the-daemon", "ok": True},
+        status=status,
+        config=str(loop_config.resolve()),
+    )
+    done = console("status", "-o", "json")
+    assert json.loads(done.stdout)["version"] != "served-by-the-daemon"
+
+
+def test_a_stale_socket_is_no_answer(tmp_path: Path) -> None:
+    path = tmp_path / "api.sock"
+    stale = socket.socket(socket.AF_UNIX)
+    stale.bind(str(path))
+    stale.close()  # the file stays, nobody listens: refused at once
+    assert get_json(path, "/api/status") is None
+    assert get_json(tmp_path / "absent.sock", "/api/status") is None
+
+
+def test_the_socket_is_owner_only_and_reachable_from_a_deep_state_dir(tmp_path: Path) -> None:
+    deep = tmp_path.joinpath(*["a-rather-long-folder-name"] * 6)
+    deep.mkdir(parents=True)
+    path = deep / "api.sock"
+    assert len(str(path)) > 108  # beyond AF_UNIX's own limit
+    server = FakeDaemon(path, 200, b'{"deep": true}', {})
+    try:
+        assert stat.S_IMODE(os.lstat(path).st_mode) == 0o600
+        assert get_json(path, "/x") == {"deep": True}
+        with pytest.raises(OperationalError, match="already serves the API"):
+            bind_private(path)
+    finally:
+        server.close()
+
+
+def _append(path: Path, *records: dict[str, Any]) -> None:
+    with open(path, "a") as handle:
+        for record in records:
+            handle.write(json.dumps(record) + "\n")
+
+
+def test_the_follower_reads_each_record_once_across_a_rotation(tmp_path: Path) -> None:
+    log = tmp_path / "events.jsonl"
+    _append(log, {"type": "old"})
+    follower = LogFollower(log)
+    assert follower.read() == []  # it starts at the end
+    _append(log, {"type": "a"})
+    with open(log, "a") as handle:
+        handle.write('{"type": "b"')  # a writer mid-line
+    assert [r["type"] for r in follower.read()] == ["a"]
+    with open(log, "a") as handle:
+        handle.write("}\n")
+    _append(log, {"type": "c"})
+    log.rename(tmp_path / "events.jsonl.1")  # rotated between two reads
+    _append(log, {"type": "d"}, {"type": "e"})
+    assert [r["type"] for r in follower.read()] == ["b", "c", "d", "e"]
+    _append(log, {"type": "f"})
+    assert [r["type"] for r in follower.read()] == ["f"]
+    follower.close()
+    assert [r["type"] for r in last_records(log, 2)] == ["e", "f"]
+
+
+def test_the_counters_count_what_the_log_records() -> None:
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from loop_cli.api.metrics import EventCounters
+
+    registry = CollectorRegistry()
+    counters = EventCounters(registry)
+    for record in (
+        {"type": "dispatch.delivered", "detail": {"latency_seconds": 1.5}},
+        {"type": "dispatch.delivered", "detail": {"latency_seconds": 40}},
+        {"type": "dispatch.failed", "detail": {}},
+        {"type": "inbox.gave_up", "detail": {}},
+        {"type": "poll.error", "detail": {}},
+        {"type": "notify.failed", "detail": {}},
+        {"type": "session.stalled", "detail": {"why": "no-progress"}},
+        {"type": "session.spawned", "detail": {}},
+    ):
+        counters.observe(record)
+    text = generate_latest(registry).decode()
+    assert 'the_loop_deliveries_total{outcome="delivered"} 2.0' in text
+    assert 'the_loop_deliveries_total{outcome="failed"} 1.0' in text
+    assert 'the_loop_deliveries_total{outcome="gave_up"} 1.0' in text
+    assert 'the_loop_comment_to_paste_seconds_bucket{le="2.0"} 1.0' in text
+    assert 'the_loop_comment_to_paste_seconds_bucket{le="60.0"} 2.0' in text
+    assert "the_loop_poll_errors_total 1.0" in text
+    assert 'the_loop_notifications_total{outcome="failed"} 1.0' in text
+    assert 'the_loop_notifications_total{outcome="sent"} 0.0' in text
+    assert 'the_loop_stalled_total{why="no-progress"} 1.0' in text
+
+
+def test_the_status_snapshot_is_computed_once_per_burst_and_never_served_stale(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from loop_cli.api import views
+
+    clock = [1000.0]
+    monkeypatch.setattr(views.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(views, "REFRESH_SECONDS", 3600.0)  # no background refresh here
+    computed: list[float] = []
+
+    def compute() -> dict[str, Any]:
+        computed.append(clock[0])
+        return {"n": len(computed)}
+
+    snapshot = views.Snapshot(compute)
+    try:
+        assert snapshot.get() == {"n": 1}  # the first asks: computed now
+        clock[0] += views.FRESH_SECONDS  # still fresh: the same answer, no work
+        assert snapshot.get() == {"n": 1}
+        clock[0] += 0.01  # past the bound: computed again before answering
+        assert snapshot.get() == {"n": 2}
+        assert computed == [1000.0, 1000.0 + views.FRESH_SECONDS + 0.01]
+    finally:
+        snapshot.stop()
