@@ -545,6 +545,8 @@ class LoadedConfig:
     config: Config
     path: Path | None
     origin: str  # "--config", "$THE_LOOP_CONFIG", "./.the-loop/config.yaml", "user", "defaults"
+    # Set when the file is invalid now and `config` is its last valid version (status).
+    problem: str = ""
 
 
 def find_config(explicit: str | None) -> tuple[Path | None, str]:
@@ -572,6 +574,25 @@ def load_config(explicit: str | None = None) -> LoadedConfig:
     if path is None:
         return LoadedConfig(Config(), None, origin)
     return LoadedConfig(load_file(path), path, origin)
+
+
+def load_config_or_last_valid(explicit: str | None = None) -> LoadedConfig:
+    """`load_config`, or, when the file is invalid now, the version of it last
+    validated here, with the problem noted (`status` shows what the daemons run while
+    the file is broken). Without such a version the ConfigError stands."""
+    try:
+        return load_config(explicit)
+    except ConfigError as exc:
+        path, origin = find_config(explicit)
+        if path is None:
+            raise
+        from . import config_cache
+
+        config = config_cache.last_valid(path, Config)
+        if config is None:
+            raise
+        problem = exc.problems[0] if exc.problems else str(exc)
+        return LoadedConfig(config, path, origin, problem=problem)
 
 
 def load_file(path: Path) -> Config:

@@ -197,6 +197,33 @@ class Runtime:
         self.lock_dir: Path = self.state_dir / "locks"
         self._opened: list[Any] = []
         self._sources: list[Source] | None = None
+        self._drains: list[Drain] = []
+
+    # Built from live keys: dropped on a reload, built again on next use.
+    _LIVE_BUILT = ("adapter", "launcher", "workspaces", "_reactor", "_jira_acks")
+
+    def apply_config(self, loaded: LoadedConfig) -> None:
+        """Swap in a whole validated config (live_config.py kept its restart-only keys
+        as they were). What was built from live keys is built again on next use; an
+        attempt under way finishes with the objects it took (the sources, reactors and
+        acknowledgers dropped here are closed with the runtime); the drains take the
+        new delivery settings at their next claim."""
+        old_dispatcher = self.__dict__.get("dispatcher")
+        self.loaded = loaded
+        self.config = loaded.config
+        for name in self._LIVE_BUILT:
+            self.__dict__.pop(name, None)
+        if old_dispatcher is not None:
+            del self.__dict__["dispatcher"]
+            # A close's wait for an idle moment is counted across the swap.
+            self.dispatcher.closer._waits = old_dispatcher.closer._waits
+        self._sources = None
+        for drain in self._drains:
+            drain.configure(
+                policy=self._retry_policy(),
+                concurrency=self.config.delivery.concurrency,
+                lease_seconds=self.config.delivery.lease_seconds,
+            )
 
     @property
     def has_state(self) -> bool:
@@ -307,31 +334,21 @@ class Runtime:
         on_settled: Callable[[Settlement], None] | None = None,
     ) -> Drain:
         """The inbox drain over this runtime's dispatcher, configured by `delivery.*`."""
-        from loop_dispatch.drain import Drain, RetryPolicy
+        from loop_dispatch.drain import Drain
 
         cfg = self.config.delivery
-        policy = RetryPolicy(
-            max_attempts=self.config.max_attempts(),
-            give_up_after=cfg.give_up_after_seconds,
-            backoff=cfg.backoff_seconds,
-            max_backoff=cfg.max_backoff_seconds,
-        )
-        reactor = self.reactor()
-        if reactor is not None:
-            on_settled = _both(on_settled, reactor.on_settled)
-        acks = self.jira_acks()
-        if acks is not None:
-            on_settled = _both(on_settled, acks.on_settled)
-            from .acknowledge import on_control_settled
-
-            on_settled = _both(on_settled, on_control_settled(acks))  # control words
+        policy = self._retry_policy()
+        self.reactor()  # built now, on this thread; a reload builds the next ones
+        self.jira_acks()
+        on_settled = _both(on_settled, self._react)
+        on_settled = _both(on_settled, self._ack)
         if self.config.tracker == "local":  # control words answered on the item itself
             from .acknowledge import LocalAcknowledger, on_control_settled
 
             local = on_control_settled(LocalAcknowledger(self.store))
             on_settled = _both(on_settled, local)
         host = self.host_lease()
-        return Drain(
+        drain = Drain(
             self.store,
             _LaunchChecked(self),
             self.event_log,
@@ -345,6 +362,37 @@ class Runtime:
             host=host,
             on_lapsed=None if host is None else self.end_stale_agents,
         )
+        self._drains.append(drain)
+        return drain
+
+    def _retry_policy(self) -> Any:
+        from loop_dispatch.drain import RetryPolicy
+
+        cfg = self.config.delivery
+        return RetryPolicy(
+            max_attempts=self.config.max_attempts(),
+            give_up_after=cfg.give_up_after_seconds,
+            backoff=cfg.backoff_seconds,
+            max_backoff=cfg.max_backoff_seconds,
+        )
+
+    def _ack(self, settlement: Settlement) -> None:
+        """Hand a settled attempt to the Jira acknowledger of the config in force (its
+        acknowledgement, and the answer to a control word)."""
+        acks = self.jira_acks()
+        if acks is not None:
+            from .acknowledge import on_control_settled
+
+            try:
+                acks.on_settled(settlement)
+            finally:
+                on_control_settled(acks)(settlement)
+
+    def _react(self, settlement: Settlement) -> None:
+        """Hand a settled attempt to the reactor of the config in force (if any)."""
+        reactor = self.reactor()
+        if reactor is not None:
+            reactor.on_settled(settlement)
 
     def reactor(self) -> Any:
         """Reactions on GitHub comments (`github.reactions`), when a token is at hand;

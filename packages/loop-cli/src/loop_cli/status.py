@@ -61,6 +61,9 @@ def collect_status(rt: Runtime, now: datetime | None = None) -> dict[str, Any]:
         except Exception as exc:  # unreachable, locked, deleted: a failing check
             store_error = _one_line(exc)
     services = [_service_row(name, enabled[name], beats.get(name), now) for name in SERVICES]
+    on_disk = config_file_digest(rt)
+    for row in services:
+        config_row(row, beats.get(row["name"]), on_disk)
     if store_error is not None:
         for row in services:
             row["state"] = "unknown: the store cannot be read"
@@ -93,6 +96,8 @@ def collect_status(rt: Runtime, now: datetime | None = None) -> dict[str, Any]:
         "config": {
             "path": str(rt.loaded.path) if rt.loaded.path else None,
             "origin": rt.loaded.origin,
+            "digest": on_disk,
+            "problem": rt.loaded.problem or None,
         },
         "stateDir": str(rt.state_dir),
         "stateExists": rt.has_state,
@@ -288,6 +293,59 @@ def _service_row(
     return row
 
 
+def config_file_digest(rt: Runtime) -> str | None:
+    """The digest of the config file as it is now (None: embedded defaults)."""
+    from .live_config import file_digest
+
+    if rt.loaded.path is None:
+        return None
+    try:
+        return file_digest(rt.loaded.path.read_bytes())
+    except OSError:
+        return "unreadable"
+
+
+def config_row(row: dict[str, Any], hb: heartbeat.Heartbeat | None, on_disk: str | None) -> None:
+    """`row["config"]`: the config digest a running daemon applied (from its heartbeat),
+    the file's digest now, and why they differ (a reload refused or failed, or the
+    daemon has not re-read it yet: its next cycle or SIGHUP does)."""
+    state = hb.detail.get("config") if hb is not None and row["running"] else None
+    if not isinstance(state, dict):
+        row["config"] = None
+        return
+    runs = state.get("digest")
+    differs = on_disk is not None and runs != on_disk
+    refused = [str(k) for k in state.get("refused") or []]
+    info: dict[str, Any] = {"digest": runs, "fileDigest": on_disk, "differs": differs}
+    if refused:
+        info["refused"] = refused
+    if state.get("error"):
+        info["error"] = str(state["error"])
+    row["config"] = info
+
+
+def config_line(name: str, info: dict[str, Any] | None) -> str | None:
+    """One line when a daemon does not run the config file as it is now."""
+    if not info:
+        return None
+    if info.get("error") and info.get("differs"):
+        return (
+            f"config:    {name} runs {info['digest']}; the file ({info['fileDigest']}) "
+            f"is refused: {info['error']}"
+        )
+    if info.get("differs"):
+        return (
+            f"config:    {name} runs {info['digest']}; the file is now {info['fileDigest']} "
+            "(read at its next cycle, or at once on SIGHUP)"
+        )
+    if info.get("refused"):
+        return (
+            f"config:    {name} runs {info['digest']} except {', '.join(info['refused'])}: "
+            "restart it to apply those keys"
+        )
+    return None
+
+
 def _state(hb: heartbeat.Heartbeat, running: bool) -> str:
     if running:
         return "running" if hb.state == "running" else "fresh --once runs"
@@ -321,7 +379,13 @@ def render_text(status: dict[str, Any]) -> str:
     cfg = status["config"]
     lines = [
         f"the-loop {status['version']}",
-        f"config:    {cfg['path'] or 'none (embedded defaults)'}",
+        f"config:    {cfg['path'] or 'none (embedded defaults)'}"
+        + (f" ({cfg['digest']})" if cfg.get("digest") else "")
+        + (
+            f"\nconfig:    INVALID: {cfg['problem']} (shown: its last valid version)"
+            if cfg.get("problem")
+            else ""
+        ),
         f"state:     {status['stateDir']}"
         + ("" if status["stateExists"] else " (none yet: nothing has run)")
         + (f" (read-only: {status['stateReadOnly']})" if status.get("stateReadOnly") else ""),
@@ -341,7 +405,13 @@ def render_text(status: dict[str, Any]) -> str:
             else f"NOT RUNNING ({svc['state']})"
         )
         extra = f" pid {svc['pid']}, last beat {svc['ageSeconds']}s ago" if svc["pid"] else ""
+        info = svc.get("config")
+        if info and info.get("digest"):
+            extra += f", config {info['digest']}"
         lines.append(f"{svc['name']}:{' ' * (10 - len(svc['name']))}{mark}{extra}")
+        line = config_line(svc["name"], info)
+        if line:
+            lines.append(line)
     cycle = status.get("lastPollCycle")
     if cycle and cycle.get("result") == "error":
         lines.append(f"last poll: {cycle.get('at', '?')} FAILED: {cycle.get('error')}")

@@ -126,26 +126,29 @@ def _interrupted(
 @click.pass_context
 def start(ctx: click.Context, cycles: int | None, log_level: str, log_format: str) -> None:
     """Poll in the foreground at polling.intervalSeconds and dispatch the inbox, until
-    SIGTERM or SIGINT (then within about 2 s plus one tmux timeout); SIGHUP is logged
-    and ignored.
+    SIGTERM or SIGINT (then within about 2 s plus one tmux timeout). The config file
+    is re-read before each cycle and at once on SIGHUP: live keys apply, restart-only
+    keys and an invalid file are refused (docs/config.md, "Live reload").
 
     Logs one line per decision (spawn, delivery, respawn, failure and its reason,
     give-up) to stderr; an idle cycle only at --log-level debug."""
     from loop_dispatch.drain import GroundLost
 
-    from ..daemon_signals import hangup_ignored
+    from ..daemon_signals import hangup_reloads
     from ..daemonlog import configured, daemon_logger
+    from ..live_config import LiveConfig
     from ..poller import daemon_lock, run_forever
 
     rt = runtime(ctx)
     preflight(rt)  # no tmux, a missing folder or env file: refuse now, not retry for a day
     rt.sources()  # refuse at once (exit 2) on a source that cannot be built
     log = daemon_logger()
-    # One poller per state dir; SIGHUP is logged and ignored.
+    live = LiveConfig(rt.loaded, rt.apply_config, rt.event_log, "poller")
+    # One poller per state dir; SIGHUP re-reads the config.
     with (
         configured(log_level, log_format),
         daemon_lock(rt),
-        hangup_ignored("the-loop poller"),
+        hangup_reloads("the-loop poller") as hangup,
     ):
         stop = threading.Event()
 
@@ -158,15 +161,24 @@ def start(ctx: click.Context, cycles: int | None, log_level: str, log_format: st
 
         def on_started() -> None:
             log.info(
-                "the-loop poller: every %gs, tracker %s, state %s",
+                "the-loop poller: every %gs, tracker %s, state %s, config %s",
                 rt.config.polling.interval_seconds,
                 "+".join(rt.config.active_trackers()),
                 rt.state_dir,
+                live.digest or "embedded defaults",
             )
 
         previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
         try:
-            n = run_forever(rt, stop, on_cycle=on_cycle, on_started=on_started, max_cycles=cycles)
+            n = run_forever(
+                rt,
+                stop,
+                on_cycle=on_cycle,
+                on_started=on_started,
+                max_cycles=cycles,
+                live=live,
+                hangup=hangup,
+            )
         except GroundLost as exc:
             raise OperationalError(f"the-loop poller: stopping: {exc}") from None
         finally:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ..errors import UsageError
-from ._common import echo_json, output_option, runtime
+from ._common import echo_json, loaded_config, output_option, runtime
 
 
 @click.command(epilog="Example: the-loop status -o json")
@@ -16,12 +16,14 @@ def status(ctx: click.Context, fmt: str, post: bool) -> None:
     """Services, the last poll cycle and sessions (live/dead/unknown) from one tmux read.
 
     Exit 0 when every enabled service runs, else 1. -o slack prints a Slack Block Kit
-    payload (--post sends it).
+    payload (--post sends it). While the config file is invalid, status reads the
+    state its last valid version names and says the file is refused.
     """
     from ..status import collect_status, render_text
 
     if post and fmt != "slack":
         raise UsageError("--post needs -o slack")
+    loaded_config(ctx, last_valid=True)  # a broken file: its last valid version
     rt = runtime(ctx, read_only=True)
     data = collect_status(rt)
     if fmt == "json":

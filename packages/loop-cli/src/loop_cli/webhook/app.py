@@ -217,7 +217,8 @@ def create_app(
         if kind == "ping":
             return _answer(200, "pong", stats)
         try:
-            result = to_event(kind, payload, rules)
+            # The rules in force for this whole delivery (a config reload swaps them).
+            result = to_event(kind, payload, app.state.rules)
         except PayloadError as exc:
             return _answer(400, "rejected", stats, reason=str(exc))
         if isinstance(result, Ignored):
@@ -327,4 +328,26 @@ def create_app(
     )
     app.state.stats = stats
     app.state.accepts = accepts
+    app.state.rules = rules
     return app
+
+
+def set_rules(
+    app: Starlette,
+    *,
+    trigger_label: str,
+    authorized_actors: list[str],
+    repositories: list[str] | None,
+    session_per_pr: bool,
+) -> None:
+    """Swap the receiver's routing rules (a config reload): one new frozen object,
+    taken whole by each delivery after this; the login and session check stay."""
+    old: Rules = app.state.rules
+    app.state.rules = Rules.build(
+        trigger_label,
+        authorized_actors,
+        old.own_login,
+        repositories,
+        session_per_pr,
+        old.has_session,
+    )
