@@ -179,7 +179,9 @@ def test_a_login_added_live_is_heard_and_a_broken_file_keeps_the_old_config(depl
     assert "bob" not in json.dumps(reloaded)  # key paths only, never values
     fake.comment(REPO, 1, "bob says: after the reload", user="bob")
     assert wait_for(heard(d, "after the reload"), timeout=60), d.log.read_text()
-    assert d.running() and d.proc is not None and d.proc.pid == pid
+    assert d.running()
+    assert d.proc is not None
+    assert d.proc.pid == pid
 
     # A restart-only key: refused for this process, the old socket stays in force.
     refused = dict(d.config, routing={"tmuxSocket": "elsewhere"})
@@ -201,14 +203,17 @@ def test_a_login_added_live_is_heard_and_a_broken_file_keeps_the_old_config(depl
     assert failure["detail"]["error"] in check.stderr  # the line `config check` prints
     assert wait_for(lambda: "config.reload_failed" in d.log.read_text(), timeout=10)
     poller = d.poller()
-    assert poller["running"] and poller["config"]["differs"] is True
+    assert poller["running"]
+    assert poller["config"]["differs"] is True
     assert failure["detail"]["error"] == poller["config"]["error"]
     text = d.cli("status").stdout
     assert f"is refused: {failure['detail']['error']}" in text, text
     assert "INVALID" in text, text
     fake.comment(REPO, 1, "bob says: still heard", user="bob")  # bob, from the old config
     assert wait_for(heard(d, "still heard"), timeout=60)
-    assert d.running() and d.proc is not None and d.proc.pid == pid
+    assert d.running()
+    assert d.proc is not None
+    assert d.proc.pid == pid
     assert TOKEN not in d.log.read_text()
 
 

@@ -128,7 +128,7 @@ def start(ctx: click.Context, cycles: int | None, log_level: str, log_format: st
     """Poll in the foreground at polling.intervalSeconds and dispatch the inbox, until
     SIGTERM or SIGINT (then within about 2 s plus one tmux timeout). The config file
     is re-read before each cycle and at once on SIGHUP: live keys apply, restart-only
-    keys and an invalid file are refused (docs/config.md, "Live reload").
+    keys and an invalid file are refused, each with an event.
 
     Logs one line per decision (spawn, delivery, respawn, failure and its reason,
     give-up) to stderr; an idle cycle only at --log-level debug."""
