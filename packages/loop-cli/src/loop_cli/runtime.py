@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -198,6 +199,10 @@ class Runtime:
         self._opened: list[Any] = []
         self._sources: list[Source] | None = None
         self._drains: list[Drain] = []
+        self._close_waits: dict[str, float] = {}
+        # (project, harness) -> (the config it was built from, its view, its dispatcher)
+        self._dispatchers: dict[tuple[str, str], tuple[Config, Config, Dispatcher]] = {}
+        self._dispatchers_lock = threading.Lock()
 
     # Built from live keys: dropped on a reload, built again on next use.
     _LIVE_BUILT = ("adapter", "launcher", "workspaces", "_reactor", "_jira_acks")
@@ -208,15 +213,12 @@ class Runtime:
         attempt under way finishes with the objects it took (the sources, reactors and
         acknowledgers dropped here are closed with the runtime); the drains take the
         new delivery settings at their next claim."""
-        old_dispatcher = self.__dict__.get("dispatcher")
         self.loaded = loaded
         self.config = loaded.config
-        for name in self._LIVE_BUILT:
+        for name in (*self._LIVE_BUILT, "dispatcher"):
             self.__dict__.pop(name, None)
-        if old_dispatcher is not None:
-            del self.__dict__["dispatcher"]
-            # A close's wait for an idle moment is counted across the swap.
-            self.dispatcher.closer._waits = old_dispatcher.closer._waits
+        with self._dispatchers_lock:
+            self._dispatchers.clear()
         self._sources = None
         for drain in self._drains:
             drain.configure(
@@ -459,17 +461,7 @@ class Runtime:
     @cached_property
     def workspaces(self) -> Any:
         """The per-item worktrees (`workspace.mode: worktree`), else None (shared cwd)."""
-        if self.config.workspace.mode != "worktree":
-            return None
-        from loop_dispatch.workspace import Workspaces
-
-        cfg = self.config.workspace
-        return Workspaces(
-            self.config.workspace_root(),
-            dict(cfg.repositories),
-            base_ref=cfg.base_ref,
-            fetch=cfg.fetch,
-        )
+        return _workspaces(self.config)
 
     @property
     def host_name(self) -> str:
@@ -547,29 +539,39 @@ class Runtime:
 
     @cached_property
     def dispatcher(self) -> Dispatcher:
+        """The dispatcher of the global settings (`harness:`, no project override)."""
+        return self._build_dispatcher(self.config, self.adapter, self.launcher, self.workspaces)
+
+    def _build_dispatcher(
+        self, cfg: Config, adapter: HarnessAdapter, launcher: Launcher, workspaces: Any
+    ) -> Dispatcher:
         from loop_dispatch.dispatcher import Dispatcher
 
-        return Dispatcher(
+        dispatcher = Dispatcher(
             self.store,
             self.tmux,
-            self.adapter,
+            adapter,
             self.event_log,
             self.version,
-            cwd_for=self.cwd_for,
+            cwd_for=lambda ref: cfg.cwd_for_project(ref.project),
             lock_dir=self.lock_dir,
-            launcher=self.launcher,
-            lock_timeout=self.config.routing.dispatch_timeout_seconds,
-            survival_delay=self.config.harness.survival_seconds,
-            receipt_seconds=self.config.harness.receipt_seconds,
-            kill_harness_on_close=self.config.sessions.kill_harness_on_close,
-            close_grace=self.config.sessions.close_grace_seconds,
-            workspaces=self.workspaces,
+            launcher=launcher,
+            lock_timeout=cfg.routing.dispatch_timeout_seconds,
+            survival_delay=cfg.harness.survival_seconds,
+            receipt_seconds=cfg.harness.receipt_seconds,
+            kill_harness_on_close=cfg.sessions.kill_harness_on_close,
+            close_grace=cfg.sessions.close_grace_seconds,
+            workspaces=workspaces,
             paste_gate=self.paste_gate,
             max_live=self.config.host.max_live,
             host=self.host_name if self.fleet else None,
             require_start=self.config.github.require_start_command
             and self.config.tracker == "github",
         )
+        # A close's wait for an idle moment is one count per delivery, whichever
+        # dispatcher (project, harness, config reload) hears it next.
+        dispatcher.closer._waits = self._close_waits
+        return dispatcher
 
     @cached_property
     def hibernator(self) -> Hibernator:
@@ -578,7 +580,78 @@ class Runtime:
 
         return Hibernator(self.dispatcher, after=self.config.sessions.hibernate_after_seconds)
 
-    def check_launch(self) -> None:
+    def dispatcher_for(self, project: str, harness: str) -> tuple[Config, Dispatcher]:
+        """The config and dispatcher of one project's sessions under one named harness
+        (issue 27): the global dispatcher when nothing is overridden; built once per
+        (project, harness) and config."""
+        cfg = self.config.for_project(project, harness)
+        if cfg is self.config:
+            return cfg, self.dispatcher
+        key = (project, harness)
+        with self._dispatchers_lock:
+            found = self._dispatchers.get(key)
+            if found is None or found[0] is not self.config:
+                from .harness_state import harness_state
+
+                adapter = build_adapter(cfg.harness, harness_state(cfg))
+                built = self._build_dispatcher(
+                    cfg, adapter, build_launcher(cfg, self.loaded.path), _workspaces(cfg)
+                )
+                found = (self.config, cfg, built)
+                self._dispatchers[key] = found
+        return found[1], found[2]
+
+    def item_dispatcher(self, ref: WorkItemRef) -> Dispatcher:
+        """The dispatcher of the item's project and harness (commands acting on one
+        item: `sessions start`, `sessions stop`). GitHub unreadable: exit 1."""
+        from .github.client import GitHubError
+
+        try:
+            harness = self.harness_for(ref)
+        except GitHubError as exc:
+            raise OperationalError(f"{ref}: cannot read its labels on GitHub: {exc}") from None
+        return self.dispatcher_for(ref.project, harness)[1]
+
+    def harness_for(self, ref: WorkItemRef) -> str:
+        """The harness name the item's next event goes through: its live session's
+        recorded one, else a fresh choice (label, project, default), recorded now."""
+        from . import harness_choice
+
+        record = self.store.registry.get(ref)
+        recorded = harness_choice.read(self.store, ref)
+        if record is not None and record.active:
+            return harness_choice.in_force(self.config, recorded)
+        labels = self._labels(ref) if ref.source == "github" else None
+        choice = harness_choice.choose(self.config, ref, labels)
+        if recorded != choice:
+            harness_choice.record(self.store, ref, choice)
+        return choice.harness
+
+    def _labels(self, ref: WorkItemRef) -> Callable[[], list[str]] | None:
+        """The item's labels as GitHub has them now (one request; asked only when a
+        harness label could pick a harness). Raises GitHubError when GitHub fails."""
+        token = os.environ.get(self.config.github.token_env)
+        if not token:
+            return None
+
+        def read() -> list[str]:
+            from .github.client import GitHubClient
+
+            client = GitHubClient(token, self.config.github.api_url, timeout=10.0, retries=1)
+            try:
+                issue = client.get_json(f"repos/{ref.project}/issues/{ref.number}")
+            finally:
+                client.close()
+            labels = issue.get("labels") if isinstance(issue, dict) else None
+            return [
+                str(label.get("name"))
+                for label in labels or []
+                if isinstance(label, dict) and isinstance(label.get("name"), str)
+            ]
+
+        return read
+
+    def check_launch(self, config: Config | None = None) -> None:
         """Refuse (exit 2, naming the key) when a pane could not start the harness: the
         configured env file is gone or unreadable, or the harness program is not found.
 
@@ -594,7 +667,8 @@ class Runtime:
         from .rotation.launcher import env_file_path
         from .rotation.restart import harness_problem
 
-        harness = self.config.harness
+        config = config or self.config
+        harness = config.harness
         if harness.adapter == "generic":
             program, key = harness.generic_argv()[0][0], "harness.argv[0]"
         else:
@@ -603,7 +677,7 @@ class Runtime:
             return
         where = self.loaded.path or "embedded defaults"
         declared: dict[str, str] = {}
-        file = env_file_path(self.config)
+        file = env_file_path(config)
         if file is not None:
             from loop_envstate import EnvFileError
             from loop_envstate import declared as read_env_file
@@ -690,6 +764,18 @@ class Runtime:
         self._opened.clear()
 
 
+def _workspaces(config: Config) -> Any:
+    """Worktrees per item when `workspace.mode` is worktree, else None (shared cwd)."""
+    if config.workspace.mode != "worktree":
+        return None
+    from loop_dispatch.workspace import Workspaces
+
+    cfg = config.workspace
+    return Workspaces(
+        config.workspace_root(), dict(cfg.repositories), base_ref=cfg.base_ref, fetch=cfg.fetch
+    )
+
+
 def _both(first: Any, second: Any) -> Any:
     if first is None:
         return second
@@ -714,9 +800,14 @@ class _LaunchChecked:
     def dispatch(self, event: Event) -> Outcome:
         from loop_dispatch.dispatcher import Outcome, OutcomeKind
 
+        from .github.client import GitHubError
+
+        ref = event.work_item
         try:
-            self.rt.check_launch()
-        except ConfigError as exc:
+            harness = self.rt.harness_for(ref)
+            config, dispatcher = self.rt.dispatcher_for(ref.project, harness)
+            self.rt.check_launch(config)
+        except (ConfigError, GitHubError) as exc:
             detail = " ".join(str(exc).split())[:500]
             self.rt.event_log.emit(
                 "dispatch.failed",
@@ -727,4 +818,4 @@ class _LaunchChecked:
                 detail={"reason": "launch_unavailable", "error": detail, "kind": event.kind.value},
             )
             return Outcome(OutcomeKind.FAILED, "launch_unavailable", detail)
-        return self.rt.dispatcher.dispatch(event)
+        return dispatcher.dispatch(event)

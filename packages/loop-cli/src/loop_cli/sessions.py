@@ -164,10 +164,10 @@ def start(rt: Runtime, ref: WorkItemRef) -> dict[str, Any]:
     awaits = rt.config.github.require_start_command and rt.config.tracker == "github"
     opening = _waiting_opening(rt, ref) if record is None and not awaits else None
     if opening is not None:
-        outcome = rt.dispatcher.dispatch(opening)
+        outcome = rt.item_dispatcher(ref).dispatch(opening)
     else:
         actor = operator_name()
-        outcome = rt.dispatcher.start(ref, START_PROMPT.format(actor=actor), actor=actor)
+        outcome = rt.item_dispatcher(ref).start(ref, START_PROMPT.format(actor=actor), actor=actor)
     record = rt.store.registry.get(ref)
     row = {
         "ref": str(ref),
@@ -294,7 +294,7 @@ def stop(rt: Runtime, ref: WorkItemRef) -> dict[str, Any]:
 
         with item_lock(rt.lock_dir, ref, timeout=30):
             rt.tmux.terminate(record.tmux_name, grace=5.0)
-    outcome = rt.dispatcher.close(ref)
+    outcome = rt.item_dispatcher(ref).close(ref)
     if outcome.kind.value == "failed":
         raise OperationalError(f"could not stop {ref}: {outcome.detail or outcome.reason}")
     return {
