@@ -230,3 +230,66 @@ def test_config_check_prints_the_effective_settings_per_project(
     text = run_cli("config", "check", "projects.acme/api")
     assert text.exit_code == 0, text.output
     assert "harness: codex" in text.stdout
+
+
+def test_repositories_are_read_under_their_projects_rules(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`projects.P.triggerLabel` and `.authorizedActors` steer the poller per repository:
+    one GitHub source per set of rules, one cursor for all (the fake GitHub)."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from fakegithub import FakeGitHub
+
+    from loop_cli.github.grouped import GroupedSource
+    from loop_cli.github.source import GitHubSource
+    from loop_cli.runtime import build_source
+
+    token = "ghp_projectsTEST"  # noqa: S105
+    with FakeGitHub(token=token, login="loop-bot") as fake:
+        fake.repo("acme/api")
+        fake.repo("acme/web")
+        cfg = config(
+            {
+                "tracker": "github",
+                "github": {
+                    "repositories": ["acme/api", "acme/web"],
+                    "tokenEnv": "PROJECTS_GH_TOKEN",
+                    "apiUrl": fake.api_url,
+                },
+                "authorizedActors": ["alice"],
+                "projects": {"acme/api": {"triggerLabel": "agent", "authorizedActors": ["carol"]}},
+            }
+        )
+        store = Store.open(tmp_path)
+        monkeypatch.setenv("PROJECTS_GH_TOKEN", token)
+        source = build_source(cfg, store)
+        assert isinstance(source, GroupedSource)
+        for sub in source.sources:
+            assert isinstance(sub, GitHubSource)
+            sub._clock = lambda: fake.now  # the fake's clock, as the source tests do
+        cursor = source.poll(None).cursor  # baselines both repositories
+        fake.open_issue("acme/api", title="api by agent label", labels=("agent",))
+        fake.open_issue("acme/web", title="web by agent label", labels=("agent",))
+        fake.open_issue("acme/web", title="web by the-loop label", labels=("the-loop",))
+        fake.tick(5)
+        batch = source.poll(cursor)
+        assert batch.errors == []
+        opened = sorted(str(e.work_item) for e in batch.events)
+        assert opened == ["github:acme/api#1", "github:acme/web#2"]
+        cursor = batch.cursor
+        assert set(json.loads(cursor or "{}")["repos"]) == {"acme/api", "acme/web"}
+        fake.comment("acme/api", 1, "carol on api", user="carol")
+        fake.comment("acme/web", 2, "carol on web", user="carol")
+        fake.comment("acme/web", 2, "alice on web", user="alice")
+        for _ in range(3):
+            fake.tick(150)
+            batch = source.poll(cursor)
+            cursor = batch.cursor
+            if batch.events:
+                break
+        bodies = sorted(e.body for e in batch.events)
+        assert bodies == ["alice on web", "carol on api"]
+        source.close()
+        store.close()

@@ -573,6 +573,16 @@ class Config(_Section, frozen=True, kw_only=True):
                 f"{key}.workspace.mode: worktree needs a workspace.repositories entry for {project}"
             )
 
+    def project_settings(self, project: str) -> ProjectConfig | None:
+        """A project's entry; an `OWNER/REPO` matches whatever its case (as GitHub)."""
+        found = self.projects.get(project)
+        if found is None and "/" in project:
+            folded = project.lower()
+            for name, settings in self.projects.items():
+                if name.lower() == folded:
+                    return settings
+        return found
+
     def harness_named(self, name: str) -> HarnessConfig:
         """The harness configuration of a name (`default`: `harness:`). A named one with
         no cwd of its own starts where `harness:` does."""
@@ -587,11 +597,11 @@ class Config(_Section, frozen=True, kw_only=True):
 
     def project_harness(self, project: str) -> str:
         """The harness name a project picks (`default` unless `projects.P.harness`)."""
-        settings = self.projects.get(project)
+        settings = self.project_settings(project)
         return settings.harness if settings and settings.harness else DEFAULT_HARNESS
 
     def trigger_label_for(self, project: str) -> str:
-        settings = self.projects.get(project)
+        settings = self.project_settings(project)
         if settings is not None and settings.trigger_label is not None:
             return settings.trigger_label
         return self.github.trigger_label
@@ -608,7 +618,7 @@ class Config(_Section, frozen=True, kw_only=True):
         """The config as one project's sessions see it: its overrides applied, the
         harness `harness` (else the project's choice) in `harness:`, the authorized
         actors the global list plus the project's. A whole new (validated) Config."""
-        settings = self.projects.get(project)
+        settings = self.project_settings(project)
         name = harness or self.project_harness(project)
         chosen = self.harness_named(name)
         if settings is None:
@@ -880,7 +890,7 @@ def project_settings(cfg: Config, project: str) -> dict[str, Any]:
         "workspaceMode": eff.workspace.mode,
         "sessionPerPr": eff.github.session_per_pr,
         "reactions": eff.github.reactions,
-        "overridden": sorted(_overridden(cfg.projects.get(project))),
+        "overridden": sorted(_overridden(cfg.project_settings(project))),
     }
 
 

@@ -87,7 +87,7 @@ def choose(config: Config, ref: WorkItemRef, labels: Callable[[], list[str]] | N
         picked = config.harness_label_names(ref.project, labels())
         if picked:
             return Choice(picked[-1], "label")
-    settings = config.projects.get(ref.project)
+    settings = config.project_settings(ref.project)
     if settings is not None and settings.harness is not None:
         return Choice(settings.harness, "project")
     return Choice(DEFAULT_HARNESS, "default")

@@ -110,17 +110,43 @@ def build_source(
         raise ConfigError(["tracker github: github.repositories lists no repository"])
     from .github.source import GitHubSource
 
-    return GitHubSource(
-        repositories=list(config.github.repositories),
-        token=token,
-        api_url=config.github.api_url,
-        trigger_label=config.github.trigger_label,
-        authorized_actors=list(config.authorized_actors),
-        store=store,
-        session_per_pr=config.github.session_per_pr,
-        ci_retries=config.github.ci_retries,
-        event_log=event_log,
-    )
+    groups = project_groups(config)
+    sources = [
+        GitHubSource(
+            repositories=repositories,
+            token=token,
+            api_url=config.github.api_url,
+            trigger_label=label,
+            authorized_actors=list(actors),
+            store=store,
+            session_per_pr=per_pr,
+            ci_retries=config.github.ci_retries,
+            event_log=event_log,
+            # Closing references route to every watched repository, whichever group.
+            configured=list(config.github.repositories),
+        )
+        for (label, actors, per_pr), repositories in groups.items()
+    ]
+    if len(sources) == 1:
+        return sources[0]
+    from .github.grouped import GroupedSource
+
+    return GroupedSource(sources)
+
+
+def project_groups(config: Config) -> dict[tuple[str, tuple[str, ...], bool], list[str]]:
+    """The watched repositories grouped by the rules they are read under (`projects:`
+    overrides): (trigger label, authorized actors, sessionPerPr) -> repositories."""
+    groups: dict[tuple[str, tuple[str, ...], bool], list[str]] = {}
+    for repository in config.github.repositories:
+        eff = config.for_project(repository)
+        key = (
+            eff.github.trigger_label,
+            tuple(eff.authorized_actors),
+            eff.github.session_per_pr,
+        )
+        groups.setdefault(key, []).append(repository)
+    return groups
 
 
 def jira_client(config: Config) -> Any:
@@ -391,9 +417,13 @@ class Runtime:
                 on_control_settled(acks)(settlement)
 
     def _react(self, settlement: Settlement) -> None:
-        """Hand a settled attempt to the reactor of the config in force (if any)."""
+        """Hand a settled attempt to the reactor of the config in force (if any), when
+        its project reacts (`github.reactions`, or its `projects.P.reactions`)."""
         reactor = self.reactor()
-        if reactor is not None:
+        event = settlement.entry.event
+        if reactor is None or event is None:
+            return
+        if self.config.for_project(event.work_item.project).github.reactions:
             reactor.on_settled(settlement)
 
     def reactor(self) -> Any:
@@ -406,7 +436,10 @@ class Runtime:
         gh = self.config.github
         token = os.environ.get(gh.token_env)
         reactor = None
-        if gh.reactions and gh.repositories and token:
+        reacts = gh.reactions or any(
+            self.config.for_project(r).github.reactions for r in gh.repositories
+        )
+        if reacts and gh.repositories and token:
             from .github.client import GitHubClient
             from .github.reactions import Reactor
 

@@ -20,7 +20,7 @@ from ._common import log_options, preflight, runtime
 if TYPE_CHECKING:
     from loop_dispatch import Event
 
-    from ..config import LoadedConfig
+    from ..config import Config, LoadedConfig
     from ..runtime import Runtime
 
 SERVICE = "webhook"
@@ -214,24 +214,39 @@ def _drain_lifespan(rt: Runtime, drain: Any) -> Any:
     return lifespan
 
 
+def apply_rules(app: Any, cfg: Config) -> None:
+    """The receiver's routing rules from a config: global, and per project."""
+    from ..webhook.app import set_rules
+
+    projects = {}
+    for repository in cfg.github.repositories:
+        eff = cfg.for_project(repository)
+        if eff is not cfg:
+            projects[repository] = (
+                eff.github.trigger_label,
+                list(eff.authorized_actors),
+                eff.github.session_per_pr,
+            )
+    set_rules(
+        app,
+        trigger_label=cfg.github.trigger_label,
+        authorized_actors=list(cfg.authorized_actors),
+        repositories=list(cfg.github.repositories) or None,
+        session_per_pr=cfg.github.session_per_pr,
+        projects=projects,
+    )
+
+
 @contextlib.contextmanager
 def _reloading(rt: Runtime, app: Any, hangup: threading.Event) -> Iterator[None]:
     """Re-read the config every heartbeat interval and at once on SIGHUP, on a thread
     of its own: a changed file's rules are swapped in whole between deliveries, and the
     drain (with --route) takes its delivery and harness settings at its next attempt."""
     from ..live_config import LiveConfig
-    from ..webhook.app import set_rules
 
     def apply(loaded: LoadedConfig) -> None:
-        cfg = loaded.config
         rt.apply_config(loaded)
-        set_rules(
-            app,
-            trigger_label=cfg.github.trigger_label,
-            authorized_actors=list(cfg.authorized_actors),
-            repositories=list(cfg.github.repositories) or None,
-            session_per_pr=cfg.github.session_per_pr,
-        )
+        apply_rules(app, loaded.config)
 
     live = LiveConfig(rt.loaded, apply, rt.event_log, "webhook")
     app.state.live = live
@@ -358,6 +373,7 @@ def _start(
         on_reject=(rejected := _rejections(rt)),
         jira=_jira_route(rt, insecure_no_signature, host, route),
     )
+    apply_rules(app, cfg)  # per-project rules (`projects:`) beside the global ones
     limits = Limits(
         header_timeout=cfg.webhook.header_timeout_seconds,
         body_timeout=cfg.webhook.body_timeout_seconds,
