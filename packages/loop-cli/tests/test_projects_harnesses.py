@@ -246,7 +246,7 @@ def test_repositories_are_read_under_their_projects_rules(
     from loop_cli.github.source import GitHubSource
     from loop_cli.runtime import build_source
 
-    token = "ghp_projectsTEST"  # noqa: S105
+    token = "ghp_projectsTEST"
     with FakeGitHub(token=token, login="loop-bot") as fake:
         fake.repo("acme/api")
         fake.repo("acme/web")
