@@ -244,3 +244,65 @@ def test_sighup_reloads_at_once_between_long_cycles(tmp_path: Path, tmux_socket:
         assert d.running()
     finally:
         d.stop()
+
+
+def conversations(folder: Path) -> list[dict[str, Any]]:
+    """The demo agent's records in one conversations folder."""
+    out: list[dict[str, Any]] = []
+    for path in sorted(folder.glob("*.jsonl")):
+        out += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return out
+
+
+def said(folder: Path, needle: str) -> Callable[[], bool]:
+    return lambda: any(
+        needle in str(r.get("text") or r.get("prompt")) for r in conversations(folder)
+    )
+
+
+def test_a_project_picks_its_harness_and_a_live_change_waits_for_the_next_session(
+    tmp_path: Path, tmux_socket: str
+) -> None:
+    """Issue 27 point 7: `projects.loop.harness: alt` starts the item under the `alt`
+    harness (the demo agent writing elsewhere); switching the project back to the
+    default harness in the running daemon's config never touches the live session:
+    its next comment reaches the same process, and only a new item starts under the
+    default harness."""
+    main, alt = tmp_path / "main-agent", tmp_path / "alt-agent"
+    (tmp_path / "work").mkdir()
+    config: dict[str, Any] = {
+        "stateDir": str(tmp_path / "state"),
+        "harness": {"cwd": str(tmp_path / "work"), "extraArgs": ["--conversations", str(main)]},
+        "harnesses": {"alt": {"extraArgs": ["--conversations", str(alt)]}},
+        "projects": {"loop": {"harness": "alt"}},
+        "routing": {"tmuxSocket": tmux_socket},
+        "polling": {"intervalSeconds": 0.3},
+    }
+    d = Deployment(tmp_path, config, {})
+    d.start()
+    try:
+        first = d.cli("item", "open", "first under alt").stdout.strip()
+        assert wait_for(said(alt, "first under alt"), timeout=60), d.log.read_text()
+        (row,) = json.loads(d.cli("sessions", "list", "-o", "json").stdout)
+        assert row["harnessName"] == "alt"
+        pids = row["pids"]
+        assert pids
+
+        d.config["projects"] = {"loop": {"harness": "default"}}
+        d.write(d.config)
+        assert wait_for(lambda: d.events("config.reloaded"), timeout=30), d.log.read_text()
+        assert d.events("config.reloaded")[0]["detail"]["changed"] == ["projects.loop.harness"]
+        d.cli("item", "comment", first, "still the alt session")
+        assert wait_for(said(alt, "still the alt session"), timeout=60), d.log.read_text()
+        (row,) = json.loads(d.cli("sessions", "list", "-o", "json").stdout)
+        assert (row["harnessName"], row["pids"], row["presence"]) == ("alt", pids, "live")
+
+        d.cli("item", "open", "second under default")
+        assert wait_for(said(main, "second under default"), timeout=60), d.log.read_text()
+        rows = {r["ref"]: r for r in json.loads(d.cli("sessions", "list", "-o", "json").stdout)}
+        assert rows["local:loop#2"]["harnessName"] == "default"
+        assert rows[first]["pids"] == pids  # never killed by the change
+        assert not any("second" in str(r.get("prompt")) for r in conversations(alt))
+        assert not any("first" in str(r.get("prompt")) for r in conversations(main))
+    finally:
+        d.stop()

@@ -63,6 +63,7 @@ def list_rows(rt: Runtime) -> list[dict[str, Any]]:
                 "pids": fleet.live_pids(rec.tmux_name),
                 "rssBytes": memory.get(rec.tmux_name),
                 "harness": rec.harness,
+                "harnessName": _harness_name(rt, rec.work_item),
                 "conversationId": rec.conversation_id,
                 "cwd": str(rec.cwd),
                 "createdAt": rec.created_at.isoformat(),
@@ -107,6 +108,16 @@ def _pull_requests(rt: Runtime) -> dict[str, list[dict[str, Any]]]:
     from .github.links import PrLinks
 
     return PrLinks(rt.store).by_item()
+
+
+def _harness_name(rt: Runtime, ref: WorkItemRef) -> str:
+    """The named harness recorded for the item's session (`harnesses:`; "default":
+    `harness:`, also for a session from before names were recorded)."""
+    from .config import DEFAULT_HARNESS
+    from .harness_choice import read
+
+    choice = read(rt.store, ref)
+    return choice.harness if choice is not None else DEFAULT_HARNESS
 
 
 def quarantine_lines(rt: Runtime) -> list[str]:
