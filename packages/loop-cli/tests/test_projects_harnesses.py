@@ -293,3 +293,58 @@ def test_repositories_are_read_under_their_projects_rules(
         assert bodies == ["alice on web", "carol on api"]
         source.close()
         store.close()
+
+
+def test_a_harness_label_on_github_picks_the_harness_of_the_next_session_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`the-loop:codex` read from the fake GitHub when a session is about to start; the
+    live session keeps its harness when the label changes; closed, the next one follows
+    the label."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from fakegithub import FakeGitHub
+
+    from loop_cli.config import LoadedConfig
+    from loop_cli.runtime import Runtime
+
+    token = "ghp_labelsTEST"
+    with FakeGitHub(token=token, login="loop-bot") as fake:
+        fake.open_issue("acme/api", labels=("the-loop", "the-loop:codex"))
+        data = {
+            "stateDir": str(tmp_path / "state"),
+            "tracker": "github",
+            "github": {
+                "repositories": ["acme/api"],
+                "tokenEnv": "LABELS_GH_TOKEN",
+                "apiUrl": fake.api_url,
+            },
+            "harnesses": {"codex": {"adapter": "codex"}, "fast": {"adapter": "claude-code"}},
+        }
+        monkeypatch.setenv("LABELS_GH_TOKEN", token)
+        rt = Runtime(LoadedConfig(config(data), None, "test"))
+        ref = WorkItemRef("github", "acme/api", 1)
+        try:
+            fake.reset_log()
+            assert rt.harness_for(ref) == "codex"
+            assert fake.count("/repos/acme/api/issues/1") == 1
+            assert harness_choice.read(rt.store, ref) == Choice("codex", "label")
+            _, dispatcher = rt.dispatcher_for(ref.project, "codex")
+            assert dispatcher.adapter.name == "codex"
+            rt.store.registry.register(ref, harness="codex", conversation_id="c1", cwd=tmp_path)
+            fake.label("acme/api", 1, "the-loop:fast")  # the last harness label wins
+            fake.reset_log()
+            assert rt.harness_for(ref) == "codex"  # live: its own harness, GitHub not asked
+            assert fake.count("/repos/acme/api/issues/1") == 0
+            rt.store.registry.close(ref)
+            assert rt.harness_for(ref) == "fast"
+            fake.fail_next(503, count=5)
+            rt.store.registry.register(ref, harness="x", conversation_id=None, cwd=tmp_path)
+            rt.store.registry.close(ref)
+            from loop_cli.github.client import GitHubError
+
+            with pytest.raises(GitHubError, match="503"):
+                rt.harness_for(ref)  # the drain turns this into launch_unavailable (retried)
+        finally:
+            rt.close()
