@@ -348,3 +348,14 @@ def test_a_harness_label_on_github_picks_the_harness_of_the_next_session_only(
                 rt.harness_for(ref)  # the drain turns this into launch_unavailable (retried)
         finally:
             rt.close()
+
+
+def test_a_projects_unreadable_env_file_is_a_warning_naming_its_key(
+    run_cli: Any, write_config: Any, tmp_path: Path
+) -> None:
+    write_config({"projects": {"loop": {"env": {"file": str(tmp_path / "missing.env")}}}})
+    result = run_cli("config", "check")
+    assert result.exit_code == 0, result.output
+    assert "projects.loop.env.file:" in result.stderr
+    assert "the sessions of loop could not start" in result.stderr
+    assert run_cli("config", "check", "--strict").exit_code == 2

@@ -755,10 +755,14 @@ class Runtime:
         if not isinstance(launcher, EnvFileLauncher) or launcher.file is None:
             # require_env_file refuses before this
             raise UsageError("no env file configured (key env.file)")
-        adapter = self.adapter
+        from . import harness_choice
 
         def adapter_for(record: SessionRecord) -> AdapterLike | None:
-            # A conversation is resumed only by the harness that started it.
+            # A conversation is resumed only by the harness that started it: the named
+            # harness recorded for the item (issue 27), with its project's extra args.
+            ref = record.work_item
+            name = harness_choice.in_force(self.config, harness_choice.read(self.store, ref))
+            adapter = self.dispatcher_for(ref.project, name)[1].adapter
             return adapter if adapter.name == record.harness else None
 
         values: dict[str, Any] = {
