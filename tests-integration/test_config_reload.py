@@ -206,9 +206,12 @@ def test_a_login_added_live_is_heard_and_a_broken_file_keeps_the_old_config(depl
     assert poller["running"]
     assert poller["config"]["differs"] is True
     assert failure["detail"]["error"] == poller["config"]["error"]
-    text = d.cli("status").stdout
+    status = d.cli("status")
+    text = status.stdout
     assert f"is refused: {failure['detail']['error']}" in text, text
     assert "INVALID" in text, text
+    assert status.returncode == 2  # the config refusal, after the state it could show
+    assert status.stderr == f"Error: {failure['detail']['error']}\n"
     fake.comment(REPO, 1, "bob says: still heard", user="bob")  # bob, from the old config
     assert wait_for(heard(d, "still heard"), timeout=60)
     assert d.running()

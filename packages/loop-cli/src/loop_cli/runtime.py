@@ -241,9 +241,9 @@ class Runtime:
         new delivery settings at their next claim."""
         self.loaded = loaded
         self.config = loaded.config
-        for name in (*self._LIVE_BUILT, "dispatcher"):
+        for name in self._LIVE_BUILT:
             self.__dict__.pop(name, None)
-        with self._dispatchers_lock:
+        with self._dispatchers_lock:  # each is built anew from the new config on use
             self._dispatchers.clear()
         self._sources = None
         for drain in self._drains:
@@ -570,10 +570,23 @@ class Runtime:
         fence.on_renewed(keeper.extend)
         return keeper
 
-    @cached_property
+    @property
     def dispatcher(self) -> Dispatcher:
-        """The dispatcher of the global settings (`harness:`, no project override)."""
-        return self._build_dispatcher(self.config, self.adapter, self.launcher, self.workspaces)
+        """The dispatcher of the global settings (`harness:`, no project override),
+        built anew once per config (a reload swaps it between attempts)."""
+        with self._dispatchers_lock:
+            config = self.config
+            found = self._dispatchers.get(_GLOBAL)
+            if found is None or found[0] is not config:
+                from .harness_state import harness_state
+
+                adapter = build_adapter(config.harness, harness_state(config))
+                built = self._build_dispatcher(
+                    config, adapter, build_launcher(config, self.loaded.path), _workspaces(config)
+                )
+                found = (config, config, built)
+                self._dispatchers[_GLOBAL] = found
+            return found[2]
 
     def _build_dispatcher(
         self, cfg: Config, adapter: HarnessAdapter, launcher: Launcher, workspaces: Any
@@ -617,20 +630,21 @@ class Runtime:
         """The config and dispatcher of one project's sessions under one named harness
         (issue 27): the global dispatcher when nothing is overridden; built once per
         (project, harness) and config."""
-        cfg = self.config.for_project(project, harness)
-        if cfg is self.config:
+        base = self.config
+        cfg = base.for_project(project, harness)
+        if cfg is base:
             return cfg, self.dispatcher
         key = (project, harness)
         with self._dispatchers_lock:
             found = self._dispatchers.get(key)
-            if found is None or found[0] is not self.config:
+            if found is None or found[0] is not base:
                 from .harness_state import harness_state
 
                 adapter = build_adapter(cfg.harness, harness_state(cfg))
                 built = self._build_dispatcher(
                     cfg, adapter, build_launcher(cfg, self.loaded.path), _workspaces(cfg)
                 )
-                found = (self.config, cfg, built)
+                found = (base, cfg, built)
                 self._dispatchers[key] = found
         return found[1], found[2]
 
@@ -799,6 +813,9 @@ class Runtime:
             with contextlib.suppress(Exception):
                 obj.close()
         self._opened.clear()
+
+
+_GLOBAL = ("", "")  # the dispatchers' key of the global settings
 
 
 def _workspaces(config: Config) -> Any:

@@ -16,8 +16,8 @@ def status(ctx: click.Context, fmt: str, post: bool) -> None:
     """Services, the last poll cycle and sessions (live/dead/unknown) from one tmux read.
 
     Exit 0 when every enabled service runs, else 1. -o slack prints a Slack Block Kit
-    payload (--post sends it). While the config file is invalid, status reads the
-    state its last valid version names and says the file is refused.
+    payload (--post sends it). While the config file is invalid, status shows the
+    state its last valid version names, then the config error (exit 2).
     """
     from ..status import collect_status, render_text
 
@@ -38,4 +38,8 @@ def status(ctx: click.Context, fmt: str, post: bool) -> None:
             echo_json(payload)
     else:
         click.echo(render_text(data))
+    problem = rt.loaded.problem
+    if problem:  # a config refusal stays exit 2, after the state it could still show
+        click.echo(f"Error: {problem}", err=True)
+        ctx.exit(2)
     ctx.exit(0 if data["ok"] else 1)
