@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 import yaml
 from integration_support import harness_texts
+from loop_rig import the_loop
 
 from loop_tmux.testing import wait_for
 
@@ -212,6 +213,12 @@ def test_a_login_added_live_is_heard_and_a_broken_file_keeps_the_old_config(depl
     assert "INVALID" in text, text
     assert status.returncode == 2  # the config refusal, after the state it could show
     assert status.stderr == f"Error: {failure['detail']['error']}\n"
+    # The installed entry point runs a plain `status` without click: the same answer.
+    plain = subprocess.run(
+        [the_loop(), "status"], env=d.env, capture_output=True, text=True, timeout=60
+    )
+    assert (plain.returncode, plain.stderr) == (2, status.stderr)
+    assert "INVALID" in plain.stdout, plain.stdout
     fake.comment(REPO, 1, "bob says: still heard", user="bob")  # bob, from the old config
     assert wait_for(heard(d, "still heard"), timeout=60)
     assert d.running()

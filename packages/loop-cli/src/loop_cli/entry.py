@@ -181,7 +181,7 @@ def run_status(config: str | None, fmt: str) -> int:
     from .errors import classify
 
     try:
-        data = _collect(config)
+        data, problem = _collect(config)
     except Exception as exc:
         code = classify(exc)
         if code is None:
@@ -198,16 +198,20 @@ def run_status(config: str | None, fmt: str) -> int:
 
         sys.stdout.write(render_text(data) + "\n")
     sys.stdout.flush()
+    if problem:  # an invalid config file: its last valid version's state, then exit 2
+        sys.stderr.write(f"Error: {problem}\n")
+        return 2
     return 0 if data["ok"] else 1
 
 
-def _collect(config: str | None) -> dict[str, object]:
-    from .config import load_config
+def _collect(config: str | None) -> tuple[dict[str, object], str]:
+    from .config import load_config_or_last_valid
     from .runtime import Runtime
     from .status import collect_status
 
-    rt = Runtime(load_config(config), read_only=True)
+    loaded = load_config_or_last_valid(config)
+    rt = Runtime(loaded, read_only=True)
     try:
-        return collect_status(rt)
+        return collect_status(rt), loaded.problem
     finally:
         rt.close()
