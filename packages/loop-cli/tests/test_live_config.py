@@ -253,3 +253,34 @@ def test_a_mix_that_breaks_a_cross_key_rule_is_refused_whole(rig: Rig) -> None:
     assert outcome.kind == "failed"
     assert "webhook.secretEnv" in outcome.error
     assert rig.applied == []
+
+
+def test_a_reload_reaches_the_next_spawn_and_the_running_drain(tmp_path: Path) -> None:
+    """Runtime.apply_config: the dispatcher is built anew from the new harness (the
+    next spawn's argv), the one an attempt already holds is left as it was, and a drain
+    that is running takes the new delivery settings."""
+    from loop_cli.runtime import Runtime
+
+    def loaded(extra: list[str], attempts: int) -> LoadedConfig:
+        data = {
+            "stateDir": str(tmp_path / "state"),
+            "harness": {"extraArgs": extra},
+            "delivery": {"maxAttempts": attempts, "concurrency": 1},
+        }
+        return LoadedConfig(config(data, tmp_path / "c.yaml"), tmp_path / "c.yaml", "--config")
+
+    rt = Runtime(loaded(["--conversations", "/a"], 3))
+    try:
+        before = rt.dispatcher
+        drain = rt.drain()
+        assert "/a" in before.adapter.argv
+        rt.apply_config(loaded(["--conversations", "/b"], 9))
+        after = rt.dispatcher
+        assert after is not before
+        assert "/b" in after.adapter.argv
+        assert "/a" not in after.adapter.argv
+        assert "/a" in before.adapter.argv  # an attempt under way keeps what it took
+        assert drain.policy.max_attempts == 9
+        assert rt.dispatcher is after  # built once per config
+    finally:
+        rt.close()
