@@ -231,7 +231,7 @@ class Runtime:
         self._dispatchers_lock = threading.Lock()
 
     # Built from live keys: dropped on a reload, built again on next use.
-    _LIVE_BUILT = ("adapter", "launcher", "workspaces", "_reactor", "_jira_acks")
+    _LIVE_BUILT = ("adapter", "launcher", "workspaces", "_reactor", "_jira_acks", "hibernator")
 
     def apply_config(self, loaded: LoadedConfig) -> None:
         """Swap in a whole validated config (live_config.py kept its restart-only keys
