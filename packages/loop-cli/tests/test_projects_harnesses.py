@@ -269,6 +269,8 @@ def test_repositories_are_read_under_their_projects_rules(
         for sub in source.sources:
             assert isinstance(sub, GitHubSource)
             sub._clock = lambda: fake.now  # the fake's clock, as the source tests do
+            # Closing references still route to every watched repository (issue 27.2).
+            assert sub._configured == {"acme/api", "acme/web"}
         cursor = source.poll(None).cursor  # baselines both repositories
         fake.open_issue("acme/api", title="api by agent label", labels=("agent",))
         fake.open_issue("acme/web", title="web by agent label", labels=("agent",))
