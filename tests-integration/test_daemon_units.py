@@ -1,5 +1,5 @@
 """A daemon's restart never ends the agents: the shipped systemd units, the daemon's
-process group, and SIGHUP.
+process group, and SIGHUP (a config reload, never a stop).
 
 Real processes and real signals: `poll start` runs in a process group (and session) of
 its own, as a service manager starts it, with the bundled demo agent on a private tmux
@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from loop_rig import Loop, cycled, the_loop
 
 from loop_tmux.testing import wait_for
@@ -87,7 +88,7 @@ def test_sighup_does_not_stop_the_poller(loop: Loop, tmp_path: Path) -> None:
         assert wait_for(lambda: cycled(out.read_text()))
         before = loop.poller_heartbeat()
         daemon.send_signal(signal.SIGHUP)
-        assert wait_for(lambda: "SIGHUP received and ignored" in out.read_text()), out.read_text()
+        assert wait_for(lambda: "SIGHUP received: re-reading" in out.read_text()), out.read_text()
         # Still cycling, and its heartbeat moves on.
         assert wait_for(lambda: loop.poller_heartbeat() != before, timeout=15)
         assert daemon.poll() is None, out.read_text()
@@ -111,8 +112,14 @@ def test_sighup_does_not_stop_the_webhook_receiver(loop: Loop, tmp_path: Path) -
         )
     try:
         assert wait_for(lambda: "listening on" in out.read_text()), out.read_text()
+        # SIGHUP re-reads the config at once (issue 27): a new actor is taken live.
+        config = yaml.safe_load(loop.config.read_text())
+        loop.config.write_text(yaml.safe_dump({**config, "authorizedActors": ["carol"]}))
         receiver.send_signal(signal.SIGHUP)
-        assert wait_for(lambda: "SIGHUP received and ignored" in out.read_text()), out.read_text()
+        assert wait_for(lambda: "SIGHUP received: re-reading" in out.read_text()), out.read_text()
+        assert wait_for(lambda: "config.reloaded" in out.read_text()), out.read_text()
+        assert "authorizedActors" in out.read_text()
+        assert "carol" not in out.read_text()  # key paths, never values
         assert receiver.poll() is None, out.read_text()
     finally:
         receiver.send_signal(signal.SIGTERM)

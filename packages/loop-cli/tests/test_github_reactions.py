@@ -209,8 +209,10 @@ def test_runtime_chains_reactions_only_when_enabled_with_a_token(write_config, m
         rt = Runtime(load_config(None))
         try:
             assert (rt.reactor() is not None) is wanted
-            drain = rt.drain()
-            assert (drain.on_settled is not None) is wanted
+            rt.drain()
+            # The drain asks the reactor of the config in force at each settlement (a
+            # reload may switch reactions on or off): none is built when they are off.
+            assert (rt.reactor() is not None) is wanted
         finally:
             rt.close()
 
@@ -251,3 +253,28 @@ def test_control_words_are_answered_plus_one_or_confused_with_one_reply() -> Non
     assert "Remedy: y." in refused[1].body["body"]
     # a command that failed and will be retried gets nothing yet (no eyes either)
     assert jobs_for(_control("8", "spawn_failed", "x", state="retry")) == []
+
+
+def test_a_reload_switches_reactions_per_project(write_config, monkeypatch) -> None:
+    from loop_cli.config import LoadedConfig, load_config
+    from loop_cli.runtime import Runtime
+
+    monkeypatch.setenv("GH_T", TOKEN)
+    base = {"tracker": "github", "github": {"repositories": [REPO], "tokenEnv": "GH_T"}}
+    write_config({**base, "github": {**base["github"], "reactions": False}})
+    rt = Runtime(load_config(None))
+    try:
+        assert rt.reactor() is None
+        write_config(
+            {
+                **base,
+                "github": {**base["github"], "reactions": False},
+                "projects": {REPO: {"reactions": True}},
+            }
+        )
+        loaded = load_config(None)
+        rt.apply_config(LoadedConfig(loaded.config, loaded.path, loaded.origin))
+        assert rt.reactor() is not None
+        assert rt.config.for_project(REPO).github.reactions is True
+    finally:
+        rt.close()

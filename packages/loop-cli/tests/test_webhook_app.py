@@ -480,3 +480,45 @@ def test_delivery_ids_survive_a_restart_in_the_store(tmp_path: Path, sink: Sink)
         store.close()
     with Store.open(tmp_path) as store:
         assert store.inbox.counts() == {"pending": 1}
+
+
+def test_a_projects_actors_and_label_steer_its_deliveries_and_reload_whole(sink: Sink) -> None:
+    """`projects:` (issue 27): carol may steer octo/app only; octo/app answers to its
+    own label; a reload swaps the rules whole (apply_rules, as `gh-webhook start`)."""
+    from loop_cli.commands.webhook import apply_rules
+    from loop_cli.config import validate
+
+    def cfg(projects: dict[str, Any]) -> Any:
+        data = {
+            "tracker": "github",
+            "github": {"repositories": [REPO, "octo/lib"]},
+            "authorizedActors": ["alice"],
+            "projects": projects,
+        }
+        return validate(data, Path("c.yaml"))
+
+    app = create_app(
+        SECRET, sink, authorized_actors=["alice"], trigger_label="the-loop", own_login="loop-bot"
+    )
+    apply_rules(app, cfg({REPO: {"authorizedActors": ["carol"]}}))
+    with served(app) as url, httpx.Client(base_url=url, timeout=10) as c:
+        carol_app = payloads.issue_comment(REPO, comment_id=1, body="app", login="carol")
+        carol_lib = payloads.issue_comment("octo/lib", comment_id=2, body="lib", login="carol")
+        assert post(c, carol_app, delivery="g1").status_code == 202
+        assert post(c, carol_lib, delivery="g2").json()["status"] == "ignored"
+        assert [e.body for e in sink.wait(1)] == ["app"]
+        # A reload that drops carol: her next comment on octo/app is ignored too.
+        apply_rules(app, cfg({}))
+        again = payloads.issue_comment(REPO, comment_id=3, body="app again", login="carol")
+        assert post(c, again, delivery="g3").json()["status"] == "ignored"
+        # A project label: the app's items are watched by `agent`, not `the-loop`.
+        apply_rules(app, cfg({REPO: {"triggerLabel": "agent"}}))
+        opened = {
+            "action": "labeled",
+            "issue": issue(9, labels=("agent",)),
+            "label": {"name": "agent"},
+            "repository": {"full_name": REPO},
+            "sender": {"login": "alice"},
+        }
+        assert post(c, opened, "issues", delivery="g4").status_code == 202
+        assert [str(e.work_item) for e in sink.wait(2)][1] == f"github:{REPO}#9"

@@ -469,3 +469,49 @@ def test_a_damaged_inbox_row_is_quarantined_and_never_stops_the_drain(
     damaged = store.inbox.by_delivery(bad.delivery_id)
     assert damaged.state == "given_up"
     assert damaged.last_reason == "unreadable_stored_event"
+
+
+def test_configure_raises_concurrency_and_policy_of_a_running_drain(store, events, make_event):
+    """A config reload (issue 27) reaches a drain that is running: a higher concurrency
+    starts its extra workers at once, and the new policy decides the next failure."""
+    release = threading.Event()
+    running: set[str] = set()
+    peak = 0
+    lock = threading.Lock()
+
+    class Held:
+        def dispatch(self, event):
+            nonlocal peak
+            with lock:
+                running.add(event.delivery_id)
+                peak = max(peak, len(running))
+            release.wait(30)
+            with lock:
+                running.discard(event.delivery_id)
+            return Outcome(OutcomeKind.FAILED, "harness_rejected")
+
+    store.inbox.accept("t", [make_event(f"local:p{i}#1") for i in range(3)])
+    d = Drain(store, Held(), events, versions=V1, concurrency=1, idle=0.01)
+    stop = threading.Event()
+    thread = threading.Thread(target=d.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 10
+        while len(running) < 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.2)
+        assert peak == 1  # one worker: the other two wait
+        d.configure(policy=RetryPolicy(max_attempts=1), concurrency=3, lease_seconds=60.0)
+        deadline = time.monotonic() + 10
+        while peak < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert peak == 3
+        release.set()
+        deadline = time.monotonic() + 10
+        while store.inbox.counts().get("given_up", 0) < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert store.inbox.counts() == {"given_up": 3}  # maxAttempts 1: the new policy
+    finally:
+        release.set()
+        stop.set()
+        thread.join(30)

@@ -26,8 +26,10 @@ from .errors import ConfigError
 from .validation import Rule, check, describe, run_rules
 
 _TMUX_SOCKET_CHARS = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
+_NAME_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789._-")
 DEMO_AGENT_MODULE = "loop_cli.demo_agent"
 DEFAULT_TMUX_SOCKET = "the-loop"
+DEFAULT_HARNESS = "default"  # the name `harness:` answers to (`the-loop:default`)
 
 
 def _check_env_name(value: str) -> None:
@@ -86,6 +88,26 @@ def _jira_label(value: str) -> None:
 def _http_url(value: str) -> None:
     if not value.startswith(("https://", "http://")):
         raise ValueError("must be an http(s):// URL")
+
+
+def _harness_names(value: dict[str, Any]) -> None:
+    for name in value:
+        if not name or name[0] in "._-" or not set(name) <= _NAME_CHARS or len(name) > 40:
+            raise ValueError(
+                f"{name!r} is not a harness name: lower-case letters, digits, '.', '_', '-'"
+            )
+        if name == DEFAULT_HARNESS:
+            raise ValueError(f"{name!r} is the name of `harness:` itself; choose another name")
+
+
+def _project_names(value: dict[str, Any]) -> None:
+    for name in value:
+        owner, sep, repo = name.partition("/")
+        local_chars = set(name) <= _TMUX_SOCKET_CHARS
+        if sep and (not owner or not repo or "/" in repo):
+            raise ValueError(f"{name!r} is not OWNER/REPO")
+        if not sep and (not name or not local_chars):
+            raise ValueError(f"{name!r} is neither OWNER/REPO nor a local project name")
 
 
 def _socket_name(value: str) -> None:
@@ -486,6 +508,31 @@ class ApiConfig(_Section, frozen=True, kw_only=True):
                 )
 
 
+class ProjectEnvConfig(_Section, frozen=True, kw_only=True):
+    file: Path | None = None
+
+
+class ProjectWorkspaceConfig(_Section, frozen=True, kw_only=True):
+    mode: Literal["shared", "worktree"] | None = None
+
+
+class ProjectConfig(_Section, frozen=True, kw_only=True):
+    """One project's overrides (issue 27); an absent key inherits the global one."""
+
+    trigger_label: str | None = None
+    authorized_actors: list[str] = []  # added to the global list
+    harness: str | None = None  # a name from `harnesses:` ("default": `harness:`)
+    extra_args: list[str] = []  # after the harness's own extraArgs
+    env: ProjectEnvConfig = msgspec.field(default_factory=ProjectEnvConfig)
+    workspace: ProjectWorkspaceConfig = msgspec.field(default_factory=ProjectWorkspaceConfig)
+    session_per_pr: bool | None = None
+    reactions: bool | None = None
+
+    def _cross_keys(self) -> None:
+        if self.trigger_label is not None and not self.trigger_label.strip():
+            raise ValueError("triggerLabel must not be empty")
+
+
 class Config(_Section, frozen=True, kw_only=True):
     state_dir: Path | None = None
     store: StoreConfig = msgspec.field(default_factory=StoreConfig)
@@ -510,6 +557,10 @@ class Config(_Section, frozen=True, kw_only=True):
     attention: AttentionConfig = msgspec.field(default_factory=AttentionConfig)
     notify: NotifyConfig = msgspec.field(default_factory=NotifyConfig)
     api: ApiConfig = msgspec.field(default_factory=ApiConfig)
+    # issue 27: named harness configurations a project or a label picks, and
+    # per-project overrides ("OWNER/REPO" or a local project name).
+    harnesses: Annotated[dict[str, HarnessConfig], Rule(_harness_names)] = {}
+    projects: Annotated[dict[str, ProjectConfig], Rule(_project_names)] = {}
 
     def _cross_keys(self) -> None:
         if len(set(self.trackers)) != len(self.trackers):
@@ -530,22 +581,135 @@ class Config(_Section, frozen=True, kw_only=True):
             self.jira.webhook_secret_env,
             self.api.token_env,
         )
-        for name in self.harness.pass_env:
-            if name in credentials:
-                raise ValueError(
-                    f"harness.passEnv: {shown(name)} is a credential of the daemon "
-                    "(github.tokenEnv / webhook.secretEnv / jira.*Env / api.tokenEnv) and "
-                    "never reaches an agent"
-                )
-            if name in (self.notify.slack_url_env, self.notify.webhook_secret_env):
-                raise ValueError(
-                    f"harness.passEnv: {shown(name)} is a credential of the daemon "
-                    "(notify.slackUrlEnv / notify.webhookSecretEnv) and never reaches an agent"
-                )
+        named = [("harness", self.harness)]
+        named += [(f"harnesses.{n}", h) for n, h in self.harnesses.items()]
+        for key, harness in named:
+            for name in harness.pass_env:
+                if name in credentials:
+                    raise ValueError(
+                        f"{key}.passEnv: {shown(name)} is a credential of the daemon "
+                        "(github.tokenEnv / webhook.secretEnv / jira.*Env / api.tokenEnv) and "
+                        "never reaches an agent"
+                    )
+                if name in (self.notify.slack_url_env, self.notify.webhook_secret_env):
+                    raise ValueError(
+                        f"{key}.passEnv: {shown(name)} is a credential of the daemon "
+                        "(notify.slackUrlEnv / notify.webhookSecretEnv) and never reaches an agent"
+                    )
+        for project, settings in self.projects.items():
+            self._check_project(project, settings)
 
     def active_trackers(self) -> list[str]:
         """The trackers the poller reads: `trackers` when given, else `tracker`."""
         return list(self.trackers) if self.trackers else [self.tracker]
+
+    def _check_project(self, project: str, settings: ProjectConfig) -> None:
+        key = f"projects.{project}"
+        known = {DEFAULT_HARNESS, *self.harnesses}
+        if settings.harness is not None and settings.harness not in known:
+            from .validation import did_you_mean
+
+            raise ValueError(
+                f"{key}.harness: no harness {settings.harness!r} in harnesses"
+                + did_you_mean(settings.harness, known)
+            )
+        watched = {r.lower() for r in self.github.repositories}
+        github = "github" in self.active_trackers()
+        if "/" in project and github and project.lower() not in watched:
+            raise ValueError(f"{key}: {project} is not one of github.repositories")
+        mode = settings.workspace.mode or self.workspace.mode
+        if mode == "worktree" and project not in self.workspace.repositories:
+            raise ValueError(
+                f"{key}.workspace.mode: worktree needs a workspace.repositories entry for {project}"
+            )
+
+    def project_settings(self, project: str) -> ProjectConfig | None:
+        """A project's entry; an `OWNER/REPO` matches whatever its case (as GitHub)."""
+        found = self.projects.get(project)
+        if found is None and "/" in project:
+            folded = project.lower()
+            for name, settings in self.projects.items():
+                if name.lower() == folded:
+                    return settings
+        return found
+
+    def harness_named(self, name: str) -> HarnessConfig:
+        """The harness configuration of a name (`default`: `harness:`). A named one with
+        no cwd of its own starts where `harness:` does."""
+        if name == DEFAULT_HARNESS or name not in self.harnesses:
+            return self.harness
+        named = self.harnesses[name]
+        if named.cwd is None and not named.cwd_by_project:
+            named = msgspec.structs.replace(
+                named, cwd=self.harness.cwd, cwd_by_project=self.harness.cwd_by_project
+            )
+        return named
+
+    def project_harness(self, project: str) -> str:
+        """The harness name a project picks (`default` unless `projects.P.harness`)."""
+        settings = self.project_settings(project)
+        return settings.harness if settings and settings.harness else DEFAULT_HARNESS
+
+    def trigger_label_for(self, project: str) -> str:
+        settings = self.project_settings(project)
+        if settings is not None and settings.trigger_label is not None:
+            return settings.trigger_label
+        return self.github.trigger_label
+
+    def harness_label_names(self, project: str, labels: list[str]) -> list[str]:
+        """Harness names picked by labels `<triggerLabel>:<name>` on an item, in label
+        order (`the-loop:codex`); names not configured are left out."""
+        prefix = self.trigger_label_for(project) + ":"
+        known = {DEFAULT_HARNESS, *self.harnesses}
+        picked = [label[len(prefix) :] for label in labels if label.startswith(prefix)]
+        return [name for name in picked if name in known]
+
+    def for_project(self, project: str, harness: str | None = None) -> "Config":
+        """The config as one project's sessions see it: its overrides applied, the
+        harness `harness` (else the project's choice) in `harness:`, the authorized
+        actors the global list plus the project's. A whole new (validated) Config."""
+        settings = self.project_settings(project)
+        name = harness or self.project_harness(project)
+        chosen = self.harness_named(name)
+        if settings is None:
+            if chosen is self.harness:
+                return self
+            return msgspec.structs.replace(self, harness=chosen)
+        replace = msgspec.structs.replace
+        if settings.extra_args:
+            chosen = replace(chosen, extra_args=[*chosen.extra_args, *settings.extra_args])
+        actors = [*self.authorized_actors]
+        actors += [a for a in settings.authorized_actors if a not in actors]
+        github = replace(
+            self.github,
+            trigger_label=self.trigger_label_for(project),
+            session_per_pr=(
+                settings.session_per_pr
+                if settings.session_per_pr is not None
+                else self.github.session_per_pr
+            ),
+            reactions=settings.reactions
+            if settings.reactions is not None
+            else self.github.reactions,
+        )
+        env = self.env if settings.env.file is None else replace(self.env, file=settings.env.file)
+        workspace = self.workspace
+        if settings.workspace.mode is not None:
+            workspace = replace(workspace, mode=settings.workspace.mode)
+        return replace(
+            self,
+            harness=chosen,
+            authorized_actors=actors,
+            github=github,
+            env=env,
+            workspace=workspace,
+        )
+
+    def project_names(self) -> list[str]:
+        """Every project the config names: github.repositories, then projects: keys."""
+        github = "github" in self.active_trackers()
+        names = list(self.github.repositories) if github else []
+        return names + [p for p in self.projects if p not in names]
 
     def max_attempts(self) -> int:
         """delivery.maxAttempts, else its alias polling.maxRetries, else 3."""
@@ -596,6 +760,8 @@ class LoadedConfig:
     config: Config
     path: Path | None
     origin: str  # "--config", "$THE_LOOP_CONFIG", "./.the-loop/config.yaml", "user", "defaults"
+    # Set when the file is invalid now and `config` is its last valid version (status).
+    problem: str = ""
 
 
 def find_config(explicit: str | None) -> tuple[Path | None, str]:
@@ -623,6 +789,25 @@ def load_config(explicit: str | None = None) -> LoadedConfig:
     if path is None:
         return LoadedConfig(Config(), None, origin)
     return LoadedConfig(load_file(path), path, origin)
+
+
+def load_config_or_last_valid(explicit: str | None = None) -> LoadedConfig:
+    """`load_config`, or, when the file is invalid now, the version of it last
+    validated here, with the problem noted (`status` shows what the daemons run while
+    the file is broken). Without such a version the ConfigError stands."""
+    try:
+        return load_config(explicit)
+    except ConfigError as exc:
+        path, origin = find_config(explicit)
+        if path is None:
+            raise
+        from . import config_cache
+
+        config = config_cache.last_valid(path, Config)
+        if config is None:
+            raise
+        problem = exc.problems[0] if exc.problems else str(exc)
+        return LoadedConfig(config, path, origin, problem=problem)
 
 
 def load_file(path: Path) -> Config:
@@ -720,6 +905,14 @@ def effective(loaded: LoadedConfig) -> dict[str, Any]:
     if cfg.harness.adapter == "generic" and cfg.harness.argv is None:
         fresh, resume = cfg.harness.generic_argv()
         harness["argv"], harness["resumeArgv"] = fresh, resume
+    for name, named in data["harnesses"].items():
+        for key in ("extraArgs", "argv", "resumeArgv"):
+            if named.get(key) is not None:
+                named[key] = redact_args(named[key])
+        state_dir = cfg.harnesses[name].state_dir
+        if state_dir is not None:
+            named["stateDir"] = _absolute(state_dir)
+    data["projects"] = {name: project_settings(cfg, name) for name in cfg.project_names()}
     data["github"]["tokenEnv"] = _env_state(cfg.github.token_env)
     data["webhook"]["secretEnv"] = _env_state(cfg.webhook.secret_env)
     data["jira"]["tokenEnv"] = _env_state(cfg.jira.token_env)
@@ -730,6 +923,39 @@ def effective(loaded: LoadedConfig) -> dict[str, Any]:
     if cfg.store.password_env is not None:
         data["store"]["passwordEnv"] = _env_state(cfg.store.password_env)
     return data
+
+
+def project_settings(cfg: Config, project: str) -> dict[str, Any]:
+    """The settings in force for one project's items (`config check`): its overrides
+    over the global keys, the harness it picks, actors global plus its own."""
+    eff = cfg.for_project(project)
+    harness = eff.harness
+    return {
+        "triggerLabel": eff.github.trigger_label,
+        "authorizedActors": list(eff.authorized_actors),
+        "harness": cfg.project_harness(project),
+        "harnessLabels": f"{eff.github.trigger_label}:<name>",
+        "adapter": harness.adapter,
+        "extraArgs": redact_args(list(harness.extra_args)),
+        "envFile": _absolute(eff.env.file) if eff.env.file is not None else None,
+        "workspaceMode": eff.workspace.mode,
+        "sessionPerPr": eff.github.session_per_pr,
+        "reactions": eff.github.reactions,
+        "overridden": sorted(_overridden(cfg.project_settings(project))),
+    }
+
+
+def _overridden(settings: ProjectConfig | None) -> list[str]:
+    """The keys a project's entry sets (camelCase paths)."""
+    if settings is None:
+        return []
+    out: list[str] = []
+    for key, value in dump(settings).items():
+        if isinstance(value, dict):
+            out += [f"{key}.{k}" for k, v in value.items() if v is not None]
+        elif value not in (None, []):
+            out.append(key)
+    return out
 
 
 def _absolute(path: Path) -> str:

@@ -124,6 +124,26 @@ def cached(path: Path, kind: type[T], want: list[str]) -> T | None:
         return None
 
 
+def last_valid(path: Path, kind: type[T]) -> T | None:
+    """The config last validated for this path by this code, whatever the file holds
+    now (`status` shows a daemon's state while the file is broken); None if none.
+    Everything of the key but the file's text must still match."""
+    if not _enabled():
+        return None
+    blob = _read(_entry(path))
+    if blob is None:
+        return None
+    import msgspec
+
+    try:
+        found, body = msgspec.msgpack.decode(blob, type=tuple[list[str], msgspec.Raw])
+        if found[:-1] != key(path, "")[:-1]:
+            return None
+        return msgspec.msgpack.decode(body, type=kind, dec_hook=_path_hook)
+    except Exception:  # damaged, forged or of an older shape
+        return None
+
+
 def keep(path: Path, config: object, want: list[str]) -> None:
     """Store a config just validated under the key computed before validating it; any
     failure (an unwritable or foreign folder, a value msgpack cannot hold) leaves no

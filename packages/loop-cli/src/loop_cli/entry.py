@@ -181,7 +181,7 @@ def run_status(config: str | None, fmt: str) -> int:
     from .errors import classify
 
     try:
-        data = _collect(config)
+        data, problem = _collect(config)
     except Exception as exc:
         code = classify(exc)
         if code is None:
@@ -198,10 +198,13 @@ def run_status(config: str | None, fmt: str) -> int:
 
         sys.stdout.write(render_text(data) + "\n")
     sys.stdout.flush()
+    if problem:  # an invalid config file: its last valid version's state, then exit 2
+        sys.stderr.write(f"Error: {problem}\n")
+        return 2
     return 0 if data["ok"] else 1
 
 
-def _collect(config: str | None) -> dict[str, object]:
+def _collect(config: str | None) -> tuple[dict[str, object], str]:
     from .api import hint
     from .api.client import daemon_status
 
@@ -209,21 +212,22 @@ def _collect(config: str | None) -> dict[str, object]:
     if known is not None:
         served = daemon_status(known[1], known[0])
         if served is not None:
-            return served
-    from .config import load_config
+            return served, ""
+    from .config import load_config_or_last_valid
 
-    loaded = load_config(config)
-    state = loaded.config.effective_state_dir()
-    hint.remember(loaded.path, state)
-    if loaded.config.api.socket and known is None:  # the running daemon's answer
-        served = daemon_status(state, loaded.path)
-        if served is not None:
-            return served
+    loaded = load_config_or_last_valid(config)
+    if not loaded.problem:  # a broken file is shown here (the daemon runs the old one)
+        state = loaded.config.effective_state_dir()
+        hint.remember(loaded.path, state)
+        if loaded.config.api.socket and known is None:  # the running daemon's answer
+            served = daemon_status(state, loaded.path)
+            if served is not None:
+                return served, ""
     from .runtime import Runtime
     from .status import collect_status
 
     rt = Runtime(loaded, read_only=True)
     try:
-        return collect_status(rt)
+        return collect_status(rt), loaded.problem
     finally:
         rt.close()

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from loop_dispatch.drain import DrainReport, Settlement
 
     from .attempts import Attempts
+    from .live_config import LiveConfig
     from .runtime import Runtime
 
 SERVICE = "poller"
@@ -191,6 +192,8 @@ def run_forever(
     on_cycle: Callable[[dict[str, Any]], None] | None = None,
     on_started: Callable[[], None] | None = None,
     max_cycles: int | None = None,
+    live: LiveConfig | None = None,
+    hangup: threading.Event | None = None,
 ) -> int:
     """Poll every interval and drain the inbox until `stop` is set; returns the cycles.
 
@@ -199,14 +202,15 @@ def run_forever(
 
     Raises GroundLost when the state directory or store is deleted or replaced under
     the daemon (the command exits non-zero so a supervisor restarts it on the real
-    state). With `max_cycles` (tests), what is due after the last cycle is drained
+    state). `live`: the config file is re-read before each cycle, and at once when
+    `hangup` is set (SIGHUP); a changed one is swapped in whole between cycles.
+    With `max_cycles` (tests), what is due after the last cycle is drained
     before returning.
     """
     from loop_dispatch.drain import GroundLost
 
-    interval = rt.config.polling.interval_seconds
     started = datetime.now(timezone.utc)
-    fresh = stale_after(interval)
+    fresh = stale_after(rt.config.polling.interval_seconds)
     ground = rt.ground()
     host = rt.host_name
     lease = rt.host_lease()
@@ -231,6 +235,11 @@ def run_forever(
     lost: str | None = None
     try:
         while not stop.is_set():
+            if live is not None:
+                if hangup is not None:
+                    hangup.clear()
+                _reload(rt, live)
+                fresh = stale_after(rt.config.polling.interval_seconds)
             lost = ground.check()
             if lost:
                 rt.event_log.emit(
@@ -269,6 +278,7 @@ def run_forever(
                     "lastCycle": summary,
                     "failedCycles": failed,
                     "inbox": _inbox(rt),
+                    **({"config": live.state()} if live is not None else {}),
                 },
                 host=host,
             )
@@ -276,7 +286,7 @@ def run_forever(
                 on_cycle(summary)
             if max_cycles is not None and cycles >= max_cycles:
                 break
-            _wait_serving(rt, stop, interval)
+            _wait_serving(rt, stop, rt.config.polling.interval_seconds, hangup)
     finally:
         stop.set()
         role.release()
@@ -320,22 +330,47 @@ def _end_stale_agents(rt: Runtime) -> None:
         )
 
 
-def _wait_serving(rt: Runtime, stop: threading.Event, interval: float) -> None:
-    """Wait for the next cycle; on a fleet's shared store, take this host's restart
-    requests now and every third of a lease meanwhile (`sessions restart --host`
-    waits about two leases for the answer, whatever the poll interval)."""
-    if not rt.fleet:
-        stop.wait(interval)
-        return
+def _reload(rt: Runtime, live: LiveConfig) -> None:
+    """Re-read the config file between cycles; a failure to even try is noted and the
+    daemon goes on with the config it has."""
+    try:
+        live.check()
+    except Exception as exc:
+        error = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+        rt.event_log.emit(
+            "poll.error",
+            level="error",
+            source="poller",
+            detail={"error": error, "during": "reload"},
+        )
+
+
+HANGUP_POLL_SECONDS = 0.25  # how soon a SIGHUP ends the wait for the next cycle
+
+
+def _wait_serving(
+    rt: Runtime, stop: threading.Event, interval: float, hangup: threading.Event | None = None
+) -> None:
+    """Wait for the next cycle (sooner on SIGHUP: `hangup` set); on a fleet's shared
+    store, take this host's restart requests now and every third of a lease meanwhile
+    (`sessions restart --host` waits about two leases for the answer, whatever the poll
+    interval)."""
     deadline = time.monotonic() + interval
-    step = max(0.5, rt.config.host.lease_seconds / 3)
-    while not stop.is_set():
-        if rt.fence is None or rt.fence.refusal() is None:  # not while fenced out
-            serve_restart_requests(rt)
+    step = max(0.5, rt.config.host.lease_seconds / 3) if rt.fleet else interval
+    served = -step
+    while not stop.is_set() and not (hangup is not None and hangup.is_set()):
+        now = time.monotonic()
+        if rt.fleet and now - served >= step:
+            served = now
+            if rt.fence is None or rt.fence.refusal() is None:  # not while fenced out
+                serve_restart_requests(rt)
         left = deadline - time.monotonic()
         if left <= 0:
             return
-        stop.wait(min(left, step))
+        wait = min(left, step)
+        if hangup is not None:
+            wait = min(wait, HANGUP_POLL_SECONDS)
+        stop.wait(wait)
 
 
 def serve_restart_requests(rt: Runtime) -> None:

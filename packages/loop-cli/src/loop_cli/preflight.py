@@ -126,6 +126,7 @@ def setup_findings(config: Config) -> list[Finding]:
                 )
             )
     found += _env_file(config)
+    found += _project_env_files(config)
     found += _workspaces(config)
     found += _socket_sharing(config)
     return found
@@ -144,6 +145,27 @@ def _env_file(config: Config) -> list[Finding]:
     except EnvFileError as err:
         return [Finding("env.file", f"{err}; no session could start", fatal=True)]
     return []
+
+
+def _project_env_files(config: Config) -> list[Finding]:
+    """A project's own `env.file` that cannot be read: its sessions could not start
+    (a warning: the other projects' sessions can; their attempts wait, retried)."""
+    from loop_envstate import EnvFileError, declared
+
+    found: list[Finding] = []
+    for project, settings in config.projects.items():
+        if settings.env.file is None:
+            continue
+        try:
+            declared(Path(os.path.abspath(os.path.expanduser(settings.env.file))))
+        except EnvFileError as err:
+            found.append(
+                Finding(
+                    f"projects.{project}.env.file",
+                    f"{err}; the sessions of {project} could not start",
+                )
+            )
+    return found
 
 
 def _workspaces(config: Config) -> list[Finding]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -109,17 +110,43 @@ def build_source(
         raise ConfigError(["tracker github: github.repositories lists no repository"])
     from .github.source import GitHubSource
 
-    return GitHubSource(
-        repositories=list(config.github.repositories),
-        token=token,
-        api_url=config.github.api_url,
-        trigger_label=config.github.trigger_label,
-        authorized_actors=list(config.authorized_actors),
-        store=store,
-        session_per_pr=config.github.session_per_pr,
-        ci_retries=config.github.ci_retries,
-        event_log=event_log,
-    )
+    groups = project_groups(config)
+    sources = [
+        GitHubSource(
+            repositories=repositories,
+            token=token,
+            api_url=config.github.api_url,
+            trigger_label=label,
+            authorized_actors=list(actors),
+            store=store,
+            session_per_pr=per_pr,
+            ci_retries=config.github.ci_retries,
+            event_log=event_log,
+            # Closing references route to every watched repository, whichever group.
+            configured=list(config.github.repositories),
+        )
+        for (label, actors, per_pr), repositories in groups.items()
+    ]
+    if len(sources) == 1:
+        return sources[0]
+    from .github.grouped import GroupedSource
+
+    return GroupedSource(sources)
+
+
+def project_groups(config: Config) -> dict[tuple[str, tuple[str, ...], bool], list[str]]:
+    """The watched repositories grouped by the rules they are read under (`projects:`
+    overrides): (trigger label, authorized actors, sessionPerPr) -> repositories."""
+    groups: dict[tuple[str, tuple[str, ...], bool], list[str]] = {}
+    for repository in config.github.repositories:
+        eff = config.for_project(repository)
+        key = (
+            eff.github.trigger_label,
+            tuple(eff.authorized_actors),
+            eff.github.session_per_pr,
+        )
+        groups.setdefault(key, []).append(repository)
+    return groups
 
 
 def jira_client(config: Config) -> Any:
@@ -197,6 +224,34 @@ class Runtime:
         self.lock_dir: Path = self.state_dir / "locks"
         self._opened: list[Any] = []
         self._sources: list[Source] | None = None
+        self._drains: list[Drain] = []
+        self._close_waits: dict[str, float] = {}
+        # (project, harness) -> (the config it was built from, its view, its dispatcher)
+        self._dispatchers: dict[tuple[str, str], tuple[Config, Config, Dispatcher]] = {}
+        self._dispatchers_lock = threading.Lock()
+
+    # Built from live keys: dropped on a reload, built again on next use.
+    _LIVE_BUILT = ("adapter", "launcher", "workspaces", "_reactor", "_jira_acks", "hibernator")
+
+    def apply_config(self, loaded: LoadedConfig) -> None:
+        """Swap in a whole validated config (live_config.py kept its restart-only keys
+        as they were). What was built from live keys is built again on next use; an
+        attempt under way finishes with the objects it took (the sources, reactors and
+        acknowledgers dropped here are closed with the runtime); the drains take the
+        new delivery settings at their next claim."""
+        self.loaded = loaded
+        self.config = loaded.config
+        for name in self._LIVE_BUILT:
+            self.__dict__.pop(name, None)
+        with self._dispatchers_lock:  # each is built anew from the new config on use
+            self._dispatchers.clear()
+        self._sources = None
+        for drain in self._drains:
+            drain.configure(
+                policy=self._retry_policy(),
+                concurrency=self.config.delivery.concurrency,
+                lease_seconds=self.config.delivery.lease_seconds,
+            )
 
     @property
     def has_state(self) -> bool:
@@ -307,31 +362,21 @@ class Runtime:
         on_settled: Callable[[Settlement], None] | None = None,
     ) -> Drain:
         """The inbox drain over this runtime's dispatcher, configured by `delivery.*`."""
-        from loop_dispatch.drain import Drain, RetryPolicy
+        from loop_dispatch.drain import Drain
 
         cfg = self.config.delivery
-        policy = RetryPolicy(
-            max_attempts=self.config.max_attempts(),
-            give_up_after=cfg.give_up_after_seconds,
-            backoff=cfg.backoff_seconds,
-            max_backoff=cfg.max_backoff_seconds,
-        )
-        reactor = self.reactor()
-        if reactor is not None:
-            on_settled = _both(on_settled, reactor.on_settled)
-        acks = self.jira_acks()
-        if acks is not None:
-            on_settled = _both(on_settled, acks.on_settled)
-            from .acknowledge import on_control_settled
-
-            on_settled = _both(on_settled, on_control_settled(acks))  # control words
+        policy = self._retry_policy()
+        self.reactor()  # built now, on this thread; a reload builds the next ones
+        self.jira_acks()
+        on_settled = _both(on_settled, self._react)
+        on_settled = _both(on_settled, self._ack)
         if self.config.tracker == "local":  # control words answered on the item itself
             from .acknowledge import LocalAcknowledger, on_control_settled
 
             local = on_control_settled(LocalAcknowledger(self.store))
             on_settled = _both(on_settled, local)
         host = self.host_lease()
-        return Drain(
+        drain = Drain(
             self.store,
             _LaunchChecked(self),
             self.event_log,
@@ -345,6 +390,41 @@ class Runtime:
             host=host,
             on_lapsed=None if host is None else self.end_stale_agents,
         )
+        self._drains.append(drain)
+        return drain
+
+    def _retry_policy(self) -> Any:
+        from loop_dispatch.drain import RetryPolicy
+
+        cfg = self.config.delivery
+        return RetryPolicy(
+            max_attempts=self.config.max_attempts(),
+            give_up_after=cfg.give_up_after_seconds,
+            backoff=cfg.backoff_seconds,
+            max_backoff=cfg.max_backoff_seconds,
+        )
+
+    def _ack(self, settlement: Settlement) -> None:
+        """Hand a settled attempt to the Jira acknowledger of the config in force (its
+        acknowledgement, and the answer to a control word)."""
+        acks = self.jira_acks()
+        if acks is not None:
+            from .acknowledge import on_control_settled
+
+            try:
+                acks.on_settled(settlement)
+            finally:
+                on_control_settled(acks)(settlement)
+
+    def _react(self, settlement: Settlement) -> None:
+        """Hand a settled attempt to the reactor of the config in force (if any), when
+        its project reacts (`github.reactions`, or its `projects.P.reactions`)."""
+        reactor = self.reactor()
+        event = settlement.entry.event
+        if reactor is None or event is None:
+            return
+        if self.config.for_project(event.work_item.project).github.reactions:
+            reactor.on_settled(settlement)
 
     def reactor(self) -> Any:
         """Reactions on GitHub comments (`github.reactions`), when a token is at hand;
@@ -356,7 +436,10 @@ class Runtime:
         gh = self.config.github
         token = os.environ.get(gh.token_env)
         reactor = None
-        if gh.reactions and gh.repositories and token:
+        reacts = gh.reactions or any(
+            self.config.for_project(r).github.reactions for r in gh.repositories
+        )
+        if reacts and gh.repositories and token:
             from .github.client import GitHubClient
             from .github.reactions import Reactor
 
@@ -411,17 +494,7 @@ class Runtime:
     @cached_property
     def workspaces(self) -> Any:
         """The per-item worktrees (`workspace.mode: worktree`), else None (shared cwd)."""
-        if self.config.workspace.mode != "worktree":
-            return None
-        from loop_dispatch.workspace import Workspaces
-
-        cfg = self.config.workspace
-        return Workspaces(
-            self.config.workspace_root(),
-            dict(cfg.repositories),
-            base_ref=cfg.base_ref,
-            fetch=cfg.fetch,
-        )
+        return _workspaces(self.config)
 
     @property
     def host_name(self) -> str:
@@ -497,31 +570,54 @@ class Runtime:
         fence.on_renewed(keeper.extend)
         return keeper
 
-    @cached_property
+    @property
     def dispatcher(self) -> Dispatcher:
+        """The dispatcher of the global settings (`harness:`, no project override),
+        built anew once per config (a reload swaps it between attempts)."""
+        with self._dispatchers_lock:
+            config = self.config
+            found = self._dispatchers.get(_GLOBAL)
+            if found is None or found[0] is not config:
+                from .harness_state import harness_state
+
+                adapter = build_adapter(config.harness, harness_state(config))
+                built = self._build_dispatcher(
+                    config, adapter, build_launcher(config, self.loaded.path), _workspaces(config)
+                )
+                found = (config, config, built)
+                self._dispatchers[_GLOBAL] = found
+            return found[2]
+
+    def _build_dispatcher(
+        self, cfg: Config, adapter: HarnessAdapter, launcher: Launcher, workspaces: Any
+    ) -> Dispatcher:
         from loop_dispatch.dispatcher import Dispatcher
 
-        return Dispatcher(
+        dispatcher = Dispatcher(
             self.store,
             self.tmux,
-            self.adapter,
+            adapter,
             self.event_log,
             self.version,
-            cwd_for=self.cwd_for,
+            cwd_for=lambda ref: cfg.cwd_for_project(ref.project),
             lock_dir=self.lock_dir,
-            launcher=self.launcher,
-            lock_timeout=self.config.routing.dispatch_timeout_seconds,
-            survival_delay=self.config.harness.survival_seconds,
-            receipt_seconds=self.config.harness.receipt_seconds,
-            kill_harness_on_close=self.config.sessions.kill_harness_on_close,
-            close_grace=self.config.sessions.close_grace_seconds,
-            workspaces=self.workspaces,
+            launcher=launcher,
+            lock_timeout=cfg.routing.dispatch_timeout_seconds,
+            survival_delay=cfg.harness.survival_seconds,
+            receipt_seconds=cfg.harness.receipt_seconds,
+            kill_harness_on_close=cfg.sessions.kill_harness_on_close,
+            close_grace=cfg.sessions.close_grace_seconds,
+            workspaces=workspaces,
             paste_gate=self.paste_gate,
             max_live=self.config.host.max_live,
             host=self.host_name if self.fleet else None,
             require_start=self.config.github.require_start_command
             and self.config.tracker == "github",
         )
+        # A close's wait for an idle moment is one count per delivery, whichever
+        # dispatcher (project, harness, config reload) hears it next.
+        dispatcher.closer._waits = self._close_waits
+        return dispatcher
 
     @cached_property
     def hibernator(self) -> Hibernator:
@@ -530,7 +626,79 @@ class Runtime:
 
         return Hibernator(self.dispatcher, after=self.config.sessions.hibernate_after_seconds)
 
-    def check_launch(self) -> None:
+    def dispatcher_for(self, project: str, harness: str) -> tuple[Config, Dispatcher]:
+        """The config and dispatcher of one project's sessions under one named harness
+        (issue 27): the global dispatcher when nothing is overridden; built once per
+        (project, harness) and config."""
+        base = self.config
+        cfg = base.for_project(project, harness)
+        if cfg is base:
+            return cfg, self.dispatcher
+        key = (project, harness)
+        with self._dispatchers_lock:
+            found = self._dispatchers.get(key)
+            if found is None or found[0] is not base:
+                from .harness_state import harness_state
+
+                adapter = build_adapter(cfg.harness, harness_state(cfg))
+                built = self._build_dispatcher(
+                    cfg, adapter, build_launcher(cfg, self.loaded.path), _workspaces(cfg)
+                )
+                found = (base, cfg, built)
+                self._dispatchers[key] = found
+        return found[1], found[2]
+
+    def item_dispatcher(self, ref: WorkItemRef) -> Dispatcher:
+        """The dispatcher of the item's project and harness (commands acting on one
+        item: `sessions start`, `sessions stop`). GitHub unreadable: exit 1."""
+        from .github.client import GitHubError
+
+        try:
+            harness = self.harness_for(ref)
+        except GitHubError as exc:
+            raise OperationalError(f"{ref}: cannot read its labels on GitHub: {exc}") from None
+        return self.dispatcher_for(ref.project, harness)[1]
+
+    def harness_for(self, ref: WorkItemRef) -> str:
+        """The harness name the item's next event goes through: its live session's
+        recorded one, else a fresh choice (label, project, default), recorded now."""
+        from . import harness_choice
+
+        record = self.store.registry.get(ref)
+        recorded = harness_choice.read(self.store, ref)
+        if record is not None and record.active:
+            return harness_choice.in_force(self.config, recorded)
+        labels = self._labels(ref) if ref.source == "github" else None
+        choice = harness_choice.choose(self.config, ref, labels)
+        if recorded != choice:
+            harness_choice.record(self.store, ref, choice)
+        return choice.harness
+
+    def _labels(self, ref: WorkItemRef) -> Callable[[], list[str]] | None:
+        """The item's labels as GitHub has them now (one request; asked only when a
+        harness label could pick a harness). Raises GitHubError when GitHub fails."""
+        token = os.environ.get(self.config.github.token_env)
+        if not token:
+            return None
+
+        def read() -> list[str]:
+            from .github.client import GitHubClient
+
+            client = GitHubClient(token, self.config.github.api_url, timeout=10.0, retries=1)
+            try:
+                issue = client.get_json(f"repos/{ref.project}/issues/{ref.number}")
+            finally:
+                client.close()
+            labels = issue.get("labels") if isinstance(issue, dict) else None
+            return [
+                str(label.get("name"))
+                for label in labels or []
+                if isinstance(label, dict) and isinstance(label.get("name"), str)
+            ]
+
+        return read
+
+    def check_launch(self, config: Config | None = None) -> None:
         """Refuse (exit 2, naming the key) when a pane could not start the harness: the
         configured env file is gone or unreadable, or the harness program is not found.
 
@@ -546,7 +714,8 @@ class Runtime:
         from .rotation.launcher import env_file_path
         from .rotation.restart import harness_problem
 
-        harness = self.config.harness
+        config = config or self.config
+        harness = config.harness
         if harness.adapter == "generic":
             program, key = harness.generic_argv()[0][0], "harness.argv[0]"
         else:
@@ -555,7 +724,7 @@ class Runtime:
             return
         where = self.loaded.path or "embedded defaults"
         declared: dict[str, str] = {}
-        file = env_file_path(self.config)
+        file = env_file_path(config)
         if file is not None:
             from loop_envstate import EnvFileError
             from loop_envstate import declared as read_env_file
@@ -600,10 +769,14 @@ class Runtime:
         if not isinstance(launcher, EnvFileLauncher) or launcher.file is None:
             # require_env_file refuses before this
             raise UsageError("no env file configured (key env.file)")
-        adapter = self.adapter
+        from . import harness_choice
 
         def adapter_for(record: SessionRecord) -> AdapterLike | None:
-            # A conversation is resumed only by the harness that started it.
+            # A conversation is resumed only by the harness that started it: the named
+            # harness recorded for the item (issue 27), with its project's extra args.
+            ref = record.work_item
+            name = harness_choice.in_force(self.config, harness_choice.read(self.store, ref))
+            adapter = self.dispatcher_for(ref.project, name)[1].adapter
             return adapter if adapter.name == record.harness else None
 
         values: dict[str, Any] = {
@@ -642,6 +815,21 @@ class Runtime:
         self._opened.clear()
 
 
+_GLOBAL = ("", "")  # the dispatchers' key of the global settings
+
+
+def _workspaces(config: Config) -> Any:
+    """Worktrees per item when `workspace.mode` is worktree, else None (shared cwd)."""
+    if config.workspace.mode != "worktree":
+        return None
+    from loop_dispatch.workspace import Workspaces
+
+    cfg = config.workspace
+    return Workspaces(
+        config.workspace_root(), dict(cfg.repositories), base_ref=cfg.base_ref, fetch=cfg.fetch
+    )
+
+
 def _both(first: Any, second: Any) -> Any:
     if first is None:
         return second
@@ -666,9 +854,14 @@ class _LaunchChecked:
     def dispatch(self, event: Event) -> Outcome:
         from loop_dispatch.dispatcher import Outcome, OutcomeKind
 
+        from .github.client import GitHubError
+
+        ref = event.work_item
         try:
-            self.rt.check_launch()
-        except ConfigError as exc:
+            harness = self.rt.harness_for(ref)
+            config, dispatcher = self.rt.dispatcher_for(ref.project, harness)
+            self.rt.check_launch(config)
+        except (ConfigError, GitHubError) as exc:
             detail = " ".join(str(exc).split())[:500]
             self.rt.event_log.emit(
                 "dispatch.failed",
@@ -679,4 +872,4 @@ class _LaunchChecked:
                 detail={"reason": "launch_unavailable", "error": detail, "kind": event.kind.value},
             )
             return Outcome(OutcomeKind.FAILED, "launch_unavailable", detail)
-        return self.rt.dispatcher.dispatch(event)
+        return dispatcher.dispatch(event)

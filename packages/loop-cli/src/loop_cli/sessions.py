@@ -63,6 +63,7 @@ def list_rows(rt: Runtime) -> list[dict[str, Any]]:
                 "pids": fleet.live_pids(rec.tmux_name),
                 "rssBytes": memory.get(rec.tmux_name),
                 "harness": rec.harness,
+                "harnessName": _harness_name(rt, rec.work_item),
                 "conversationId": rec.conversation_id,
                 "cwd": str(rec.cwd),
                 "createdAt": rec.created_at.isoformat(),
@@ -107,6 +108,16 @@ def _pull_requests(rt: Runtime) -> dict[str, list[dict[str, Any]]]:
     from .github.links import PrLinks
 
     return PrLinks(rt.store).by_item()
+
+
+def _harness_name(rt: Runtime, ref: WorkItemRef) -> str:
+    """The named harness recorded for the item's session (`harnesses:`; "default":
+    `harness:`, also for a session from before names were recorded)."""
+    from .config import DEFAULT_HARNESS
+    from .harness_choice import read
+
+    choice = read(rt.store, ref)
+    return choice.harness if choice is not None else DEFAULT_HARNESS
 
 
 def quarantine_lines(rt: Runtime) -> list[str]:
@@ -164,10 +175,10 @@ def start(rt: Runtime, ref: WorkItemRef) -> dict[str, Any]:
     awaits = rt.config.github.require_start_command and rt.config.tracker == "github"
     opening = _waiting_opening(rt, ref) if record is None and not awaits else None
     if opening is not None:
-        outcome = rt.dispatcher.dispatch(opening)
+        outcome = rt.item_dispatcher(ref).dispatch(opening)
     else:
         actor = operator_name()
-        outcome = rt.dispatcher.start(ref, START_PROMPT.format(actor=actor), actor=actor)
+        outcome = rt.item_dispatcher(ref).start(ref, START_PROMPT.format(actor=actor), actor=actor)
     record = rt.store.registry.get(ref)
     row = {
         "ref": str(ref),
@@ -294,7 +305,7 @@ def stop(rt: Runtime, ref: WorkItemRef) -> dict[str, Any]:
 
         with item_lock(rt.lock_dir, ref, timeout=30):
             rt.tmux.terminate(record.tmux_name, grace=5.0)
-    outcome = rt.dispatcher.close(ref)
+    outcome = rt.item_dispatcher(ref).close(ref)
     if outcome.kind.value == "failed":
         raise OperationalError(f"could not stop {ref}: {outcome.detail or outcome.reason}")
     return {

@@ -62,6 +62,9 @@ def collect_status(rt: Runtime, now: datetime | None = None) -> dict[str, Any]:
         except Exception as exc:  # unreachable, locked, deleted: a failing check
             store_error = _one_line(exc)
     services = [_service_row(name, enabled[name], beats.get(name), now) for name in SERVICES]
+    on_disk = config_file_digest(rt)
+    for row in services:
+        config_row(row, beats.get(row["name"]), on_disk)
     if store_error is not None:
         for row in services:
             row["state"] = "unknown: the store cannot be read"
@@ -94,6 +97,8 @@ def collect_status(rt: Runtime, now: datetime | None = None) -> dict[str, Any]:
         "config": {
             "path": str(rt.loaded.path) if rt.loaded.path else None,
             "origin": rt.loaded.origin,
+            "digest": on_disk,
+            "problem": rt.loaded.problem or None,
         },
         "stateDir": str(rt.state_dir),
         "stateExists": rt.has_state,
@@ -261,6 +266,37 @@ def _service_row(
             ageSeconds=round(hb.age(now), 1),
         )
     return row
+
+
+def config_file_digest(rt: Runtime) -> str | None:
+    """The digest of the config file as it is now (None: embedded defaults)."""
+    from .live_config import file_digest
+
+    if rt.loaded.path is None:
+        return None
+    try:
+        return file_digest(rt.loaded.path.read_bytes())
+    except OSError:
+        return "unreadable"
+
+
+def config_row(row: dict[str, Any], hb: heartbeat.Heartbeat | None, on_disk: str | None) -> None:
+    """`row["config"]`: the config digest a running daemon applied (from its heartbeat),
+    the file's digest now, and why they differ (a reload refused or failed, or the
+    daemon has not re-read it yet: its next cycle or SIGHUP does)."""
+    state = hb.detail.get("config") if hb is not None and row["running"] else None
+    if not isinstance(state, dict):
+        row["config"] = None
+        return
+    runs = state.get("digest")
+    differs = on_disk is not None and runs != on_disk
+    refused = [str(k) for k in state.get("refused") or []]
+    info: dict[str, Any] = {"digest": runs, "fileDigest": on_disk, "differs": differs}
+    if refused:
+        info["refused"] = refused
+    if state.get("error"):
+        info["error"] = str(state["error"])
+    row["config"] = info
 
 
 def _state(hb: heartbeat.Heartbeat, running: bool) -> str:

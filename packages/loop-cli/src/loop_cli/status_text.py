@@ -19,6 +19,28 @@ def _services_text(services: dict[str, str]) -> str:
     return ", ".join(f"{name} {state}" for name, state in services.items()) or "no daemon beat"
 
 
+def config_line(name: str, info: dict[str, Any] | None) -> str | None:
+    """One line when a daemon does not run the config file as it is now."""
+    if not info:
+        return None
+    if info.get("error") and info.get("differs"):
+        return (
+            f"config:    {name} runs {info['digest']}; the file ({info['fileDigest']}) "
+            f"is refused: {info['error']}"
+        )
+    if info.get("differs"):
+        return (
+            f"config:    {name} runs {info['digest']}; the file is now {info['fileDigest']} "
+            "(read at its next cycle, or at once on SIGHUP)"
+        )
+    if info.get("refused"):
+        return (
+            f"config:    {name} runs {info['digest']} except {', '.join(info['refused'])}: "
+            "restart it to apply those keys"
+        )
+    return None
+
+
 def host_lines(block: dict[str, Any]) -> list[str]:
     lines = []
     for row in block["hosts"]:
@@ -46,7 +68,13 @@ def render_text(status: dict[str, Any]) -> str:
     cfg = status["config"]
     lines = [
         f"the-loop {status['version']}",
-        f"config:    {cfg['path'] or 'none (embedded defaults)'}",
+        f"config:    {cfg['path'] or 'none (embedded defaults)'}"
+        + (f" ({cfg['digest']})" if cfg.get("digest") else "")
+        + (
+            f"\nconfig:    INVALID: {cfg['problem']} (shown: its last valid version)"
+            if cfg.get("problem")
+            else ""
+        ),
         f"state:     {status['stateDir']}"
         + ("" if status["stateExists"] else " (none yet: nothing has run)")
         + (f" (read-only: {status['stateReadOnly']})" if status.get("stateReadOnly") else ""),
@@ -66,7 +94,13 @@ def render_text(status: dict[str, Any]) -> str:
             else f"NOT RUNNING ({svc['state']})"
         )
         extra = f" pid {svc['pid']}, last beat {svc['ageSeconds']}s ago" if svc["pid"] else ""
+        info = svc.get("config")
+        if info and info.get("digest"):
+            extra += f", config {info['digest']}"
         lines.append(f"{svc['name']}:{' ' * (10 - len(svc['name']))}{mark}{extra}")
+        line = config_line(svc["name"], info)
+        if line:
+            lines.append(line)
     cycle = status.get("lastPollCycle")
     if cycle and cycle.get("result") == "error":
         lines.append(f"last poll: {cycle.get('at', '?')} FAILED: {cycle.get('error')}")

@@ -98,7 +98,7 @@ class Checker:
         known = {f.encode_name for f in fields}
         for key in data:
             if key not in known:
-                self.fail(_join(loc, str(key)), "unknown key" + _did_you_mean(str(key), known))
+                self.fail(_join(loc, str(key)), "unknown key" + did_you_mean(str(key), known))
         if len(self.problems) == before:
             try:  # cross-key rules live in __post_init__
                 msgspec.convert(out, cls, strict=True)
@@ -219,7 +219,7 @@ def describe(exc: msgspec.ValidationError) -> str:
     return f"{loc}: {message}" if loc else message
 
 
-def _did_you_mean(key: str, known: set[str]) -> str:
+def did_you_mean(key: str, known: set[str]) -> str:
     """`; did you mean 'tmuxSocket'?` for a near miss (snake_case, a typo), else ''."""
     import difflib
 

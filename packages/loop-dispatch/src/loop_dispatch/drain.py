@@ -160,6 +160,11 @@ class Drain:
         self.paste_gate = paste_gate or PasteGate()
         self._wake = threading.Event()
         self._lock = threading.Lock()
+        # While `run` runs: its work queue, stop flag and worker threads (configure
+        # starts more workers there).
+        self._running: (
+            tuple[queue.Queue[InboxEntry | None], threading.Event, list[threading.Thread]] | None
+        ) = None
         self._in_flight: set[int] = set()
         self._epochs: dict[int, int] = {}  # claimed seq -> the fence epoch of its claim
         self._pruned = -PRUNE_EVERY_SECONDS  # a daemon prunes once as it starts
@@ -201,14 +206,9 @@ class Drain:
         self._report = DrainReport()
         self._report.rearmed = self.rearm()
         work: queue.Queue[InboxEntry | None] = queue.Queue()
-        threads = [
-            threading.Thread(
-                target=self._worker, args=(work, stop), name=f"the-loop-drain-{n}", daemon=True
-            )
-            for n in range(self.concurrency)
-        ]
-        for thread in threads:
-            thread.start()
+        threads: list[threading.Thread] = []
+        self._running = (work, stop, threads)
+        self._add_workers()
         renewed = time.monotonic()
         try:
             while not stop.is_set():
@@ -228,6 +228,8 @@ class Drain:
                     self._wake.wait(self.idle)
                     self._wake.clear()
         finally:
+            with self._lock:
+                self._running = None
             for _ in threads:
                 work.put(None)
             self._wait_idle(self.stop_grace)
@@ -240,6 +242,28 @@ class Drain:
                     kill_clients()  # again: an attempt may ask tmux once more
                     self._wait_idle(0.1)
         return self._report
+
+    def configure(self, *, policy: RetryPolicy, concurrency: int, lease_seconds: float) -> None:
+        """New delivery settings (a config reload), taken at the next claim; a higher
+        concurrency starts its extra workers now (a lower one claims less: the extra
+        workers idle)."""
+        self.policy = policy
+        self.lease_seconds = lease_seconds
+        self.concurrency = concurrency
+        self._add_workers()
+        self._wake.set()
+
+    def _add_workers(self) -> None:
+        with self._lock:
+            if self._running is None:
+                return
+            work, stop, threads = self._running
+            for n in range(len(threads), self.concurrency):
+                thread = threading.Thread(
+                    target=self._worker, args=(work, stop), name=f"the-loop-drain-{n}", daemon=True
+                )
+                threads.append(thread)
+                thread.start()
 
     def _wait_idle(self, seconds: float) -> None:
         deadline = time.monotonic() + seconds

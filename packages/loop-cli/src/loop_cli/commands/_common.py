@@ -15,14 +15,16 @@ if TYPE_CHECKING:
     from ..runtime import Runtime
 
 
-def loaded_config(ctx: click.Context) -> LoadedConfig:
-    """The config named by the root `--config` (or found by the search order)."""
-    from ..config import load_config
+def loaded_config(ctx: click.Context, *, last_valid: bool = False) -> LoadedConfig:
+    """The config named by the root `--config` (or found by the search order).
+    `last_valid`: an invalid file's last valid version, its problem noted (status)."""
+    from ..config import load_config, load_config_or_last_valid
 
     root = ctx.find_root()
     obj = root.obj if isinstance(root.obj, dict) else {}
     if "loaded" not in obj:
-        obj["loaded"] = load_config(obj.get("config_path"))
+        load = load_config_or_last_valid if last_valid else load_config
+        obj["loaded"] = load(obj.get("config_path"))
         root.obj = obj
     loaded: LoadedConfig = obj["loaded"]
     return loaded

@@ -126,8 +126,9 @@ def _interrupted(
 @click.pass_context
 def start(ctx: click.Context, cycles: int | None, log_level: str, log_format: str) -> None:
     """Poll in the foreground at polling.intervalSeconds and dispatch the inbox, until
-    SIGTERM or SIGINT (then within about 2 s plus one tmux timeout); SIGHUP is logged
-    and ignored.
+    SIGTERM or SIGINT (then within about 2 s plus one tmux timeout). The config file
+    is re-read before each cycle and at once on SIGHUP: live keys apply, restart-only
+    keys and an invalid file are refused, each with an event.
 
     Logs one line per decision (spawn, delivery, respawn, failure and its reason,
     give-up) to stderr; an idle cycle only at --log-level debug. Serves the read-only
@@ -136,8 +137,9 @@ def start(ctx: click.Context, cycles: int | None, log_level: str, log_format: st
     from loop_dispatch.drain import GroundLost
 
     from ..api.server import api_token, serving
-    from ..daemon_signals import hangup_ignored
+    from ..daemon_signals import hangup_reloads
     from ..daemonlog import configured, daemon_logger
+    from ..live_config import LiveConfig
     from ..poller import daemon_lock, run_forever
 
     rt = runtime(ctx)
@@ -145,12 +147,13 @@ def start(ctx: click.Context, cycles: int | None, log_level: str, log_format: st
     rt.sources()  # refuse at once (exit 2) on a source that cannot be built
     api_token(rt)  # api.listen without its token: refuse now (exit 2)
     log = daemon_logger()
-    # One poller per state dir; SIGHUP is logged and ignored.
+    live = LiveConfig(rt.loaded, rt.apply_config, rt.event_log, "poller")
+    # One poller per state dir; SIGHUP re-reads the config.
     with (
         configured(log_level, log_format),
         daemon_lock(rt),
         serving(rt) as api,  # the read-only API on api.sock (and api.listen): issue 26
-        hangup_ignored("the-loop poller"),
+        hangup_reloads("the-loop poller") as hangup,
     ):
         stop = threading.Event()
 
@@ -163,16 +166,25 @@ def start(ctx: click.Context, cycles: int | None, log_level: str, log_format: st
 
         def on_started() -> None:
             log.info(
-                "the-loop poller: every %gs, tracker %s, state %s%s",
+                "the-loop poller: every %gs, tracker %s, state %s, config %s%s",
                 rt.config.polling.interval_seconds,
                 "+".join(rt.config.active_trackers()),
                 rt.state_dir,
+                live.digest or "embedded defaults",
                 f", API on {api.where()}" if api.where() else "",
             )
 
         previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
         try:
-            n = run_forever(rt, stop, on_cycle=on_cycle, on_started=on_started, max_cycles=cycles)
+            n = run_forever(
+                rt,
+                stop,
+                on_cycle=on_cycle,
+                on_started=on_started,
+                max_cycles=cycles,
+                live=live,
+                hangup=hangup,
+            )
         except GroundLost as exc:
             raise OperationalError(f"the-loop poller: stopping: {exc}") from None
         finally:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import os
+import threading
+from collections.abc import Iterator
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +20,7 @@ from ._common import log_options, preflight, runtime
 if TYPE_CHECKING:
     from loop_dispatch import Event
 
+    from ..config import Config, LoadedConfig
     from ..runtime import Runtime
 
 SERVICE = "webhook"
@@ -210,6 +214,70 @@ def _drain_lifespan(rt: Runtime, drain: Any) -> Any:
     return lifespan
 
 
+def apply_rules(app: Any, cfg: Config) -> None:
+    """The receiver's routing rules from a config: global, and per project."""
+    from ..webhook.app import set_rules
+
+    projects = {}
+    for repository in cfg.github.repositories:
+        eff = cfg.for_project(repository)
+        if eff is not cfg:
+            projects[repository] = (
+                eff.github.trigger_label,
+                list(eff.authorized_actors),
+                eff.github.session_per_pr,
+            )
+    set_rules(
+        app,
+        trigger_label=cfg.github.trigger_label,
+        authorized_actors=list(cfg.authorized_actors),
+        repositories=list(cfg.github.repositories) or None,
+        session_per_pr=cfg.github.session_per_pr,
+        projects=projects,
+    )
+
+
+@contextlib.contextmanager
+def _reloading(rt: Runtime, app: Any, hangup: threading.Event) -> Iterator[None]:
+    """Re-read the config every heartbeat interval and at once on SIGHUP, on a thread
+    of its own: a changed file's rules are swapped in whole between deliveries, and the
+    drain (with --route) takes its delivery and harness settings at its next attempt."""
+    from ..live_config import LiveConfig
+
+    def apply(loaded: LoadedConfig) -> None:
+        rt.apply_config(loaded)
+        apply_rules(app, loaded.config)
+
+    live = LiveConfig(rt.loaded, apply, rt.event_log, "webhook")
+    app.state.live = live
+    done = threading.Event()
+
+    def run() -> None:
+        while not done.is_set():
+            hangup.wait(HEARTBEAT_SECONDS)
+            if done.is_set():
+                return
+            hangup.clear()
+            try:
+                live.check()
+            except Exception as exc:  # noted; the receiver goes on with what it has
+                rt.event_log.emit(
+                    "config.reload_failed",
+                    level="error",
+                    source="webhook",
+                    detail={"error": f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"},
+                )
+
+    thread = threading.Thread(target=run, name="gh-webhook-reload", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        hangup.set()
+        thread.join(timeout=5)
+
+
 @click.group("gh-webhook", cls=SuggestingGroup)
 def gh_webhook() -> None:
     """The GitHub webhook receiver."""
@@ -305,6 +373,7 @@ def _start(
         on_reject=(rejected := _rejections(rt)),
         jira=_jira_route(rt, insecure_no_signature, host, route),
     )
+    apply_rules(app, cfg)  # per-project rules (`projects:`) beside the global ones
     limits = Limits(
         header_timeout=cfg.webhook.header_timeout_seconds,
         body_timeout=cfg.webhook.body_timeout_seconds,
@@ -316,6 +385,9 @@ def _start(
 
     def write_heartbeat() -> None:
         detail = {"host": host, "port": port, "route": route, **dict(stats)}
+        live = getattr(app.state, "live", None)
+        if live is not None:
+            detail["config"] = live.state()
         beat(
             store,
             SERVICE,
@@ -347,11 +419,11 @@ def _start(
         signed = "UNSIGNED (insecure)" if secret is None else "signature required"
         log.info("gh-webhook listening on http://%s:%d (%s; %s)", host, bound, mode, signed)
 
-    from ..daemon_signals import hangup_ignored
+    from ..daemon_signals import hangup_reloads
 
     lost: str | None = None
     try:
-        with hangup_ignored("gh-webhook"):
+        with hangup_reloads("gh-webhook") as hangup, _reloading(rt, app, hangup):
             lost = serve(
                 app,
                 host,

@@ -156,8 +156,12 @@ class GitHubSource:
         session_per_pr: bool = False,
         ci_retries: int | None = None,
         event_log: Any = None,
+        configured: list[str] | None = None,
     ) -> None:
         self.repositories = list(repositories)
+        # Every repository the-loop watches (closing references route to any of them):
+        # this source's own by default; `projects:` splits them over several sources.
+        self._configured = frozenset(r.lower() for r in (configured or repositories))
         self.trigger_label = trigger_label
         self.authorized = {actor.lower() for actor in authorized_actors}
         self._authorized_actors = list(authorized_actors)
@@ -303,7 +307,7 @@ class GitHubSource:
             parse_since=_parse_iso,
             floor=old.pulls_floor,
             links=self._pr_links(),
-            configured=frozenset(r.lower() for r in self.repositories),
+            configured=self._configured,
             budget=self._ci_budget(),
             on_refused=self._refused,
         )

@@ -217,7 +217,8 @@ def create_app(
         if kind == "ping":
             return _answer(200, "pong", stats)
         try:
-            result = to_event(kind, payload, rules)
+            # The rules in force for this whole delivery (a config reload swaps them).
+            result = to_event(kind, payload, _rules_for(app, payload))
         except PayloadError as exc:
             return _answer(400, "rejected", stats, reason=str(exc))
         if isinstance(result, Ignored):
@@ -327,4 +328,43 @@ def create_app(
     )
     app.state.stats = stats
     app.state.accepts = accepts
+    app.state.rules = rules
+    app.state.project_rules = {}
     return app
+
+
+ProjectRules = dict[str, tuple[str, list[str], bool]]  # repo -> label, actors, sessionPerPr
+
+
+def _rules_for(app: Starlette, payload: Any) -> Rules:
+    """The rules of the delivery's repository (`projects:` overrides), else the global
+    ones. Both are read from one snapshot, taken once per delivery."""
+    rules: Rules = app.state.rules
+    overrides: dict[str, Rules] = app.state.project_rules
+    repository = payload.get("repository") if isinstance(payload, dict) else None
+    name = repository.get("full_name") if isinstance(repository, dict) else None
+    if isinstance(name, str) and overrides:
+        return overrides.get(name.lower(), rules)
+    return rules
+
+
+def set_rules(
+    app: Starlette,
+    *,
+    trigger_label: str,
+    authorized_actors: list[str],
+    repositories: list[str] | None,
+    session_per_pr: bool,
+    projects: ProjectRules | None = None,
+) -> None:
+    """Swap the receiver's routing rules (start, or a config reload): new frozen
+    objects, taken by each delivery after this; the login and session check stay.
+    `projects`: repositories read under their own label, actors and sessionPerPr."""
+    old: Rules = app.state.rules
+
+    def build(label: str, actors: list[str], per_pr: bool) -> Rules:
+        return Rules.build(label, actors, old.own_login, repositories, per_pr, old.has_session)
+
+    overrides = {repo.lower(): build(*settings) for repo, settings in (projects or {}).items()}
+    app.state.rules = build(trigger_label, authorized_actors, session_per_pr)
+    app.state.project_rules = overrides
