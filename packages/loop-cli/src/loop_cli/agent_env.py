@@ -47,7 +47,10 @@ def credential_names(config: Config) -> tuple[str, ...]:
     """The daemon's credential variables (their NAMES), in a stable order."""
     names = (config.github.token_env, config.webhook.secret_env, SLACK_URL_VAR)
     notify = (config.notify.slack_url_env, config.notify.webhook_secret_env)
-    return tuple(dict.fromkeys([*names, *(n for n in notify if n)]))
+    jira: tuple[str | None, ...] = ()
+    if "jira" in config.active_trackers():
+        jira = (config.jira.token_env, config.jira.email_env, config.jira.webhook_secret_env)
+    return tuple(dict.fromkeys([*names, *(n for n in (*notify, *jira) if n)]))
 
 
 def kept_names(config: Config) -> tuple[str, ...]:
