@@ -78,6 +78,7 @@ class Comment:
     body: Any  # ADF (cloud) or text (data center)
     created: datetime
     updated: datetime
+    editor: str = ""  # who last edited it (Jira's updateAuthor); "" = the author
 
 
 @dataclass
@@ -161,6 +162,16 @@ class FakeJira:
             self.issues[key].updated = now
             return self._next_comment
 
+    def edit_comment(self, comment_id: int, text: str, by: str) -> None:
+        """Someone with Jira's *Edit All Comments* permission rewrites a comment: the
+        author stays, `updateAuthor` names the editor."""
+        with self._lock:
+            (c,) = [c for c in self.comments if c.id == comment_id]
+            c.body = adf(text) if self.deployment == "cloud" else text
+            c.updated = self.now()
+            c.editor = by
+            self.issues[c.key].updated = c.updated
+
     def rate_limit_next(self, *retry_after: str) -> None:
         with self._lock:
             self._limited.extend(retry_after)
@@ -233,6 +244,7 @@ class FakeJira:
             "id": str(c.id),
             "self": f"{self.base_url}{self.api}/issue/{c.key}/comment/{c.id}",
             "author": self._user(c.author),
+            "updateAuthor": self._user(c.editor or c.author),
             "body": c.body,
             "created": jira_time(c.created),
             "updated": jira_time(c.updated),

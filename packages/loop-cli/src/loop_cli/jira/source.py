@@ -83,6 +83,10 @@ class JiraRules:
             return "carries the-loop's marker"
         if comment.author not in self.authorized:
             return "not an authorized actor"
+        # Jira keeps the author when another account (Edit All Comments) rewrites the
+        # text: the words are the editor's, so the editor must be authorized too.
+        if comment.editor and comment.editor not in self.authorized:
+            return "edited by an account that is not an authorized actor"
         return ""
 
 

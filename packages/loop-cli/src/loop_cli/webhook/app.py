@@ -288,7 +288,7 @@ def create_app(
             reason = str(exc) if isinstance(exc, HookError) else "body is not valid JSON"
             return _answer(400, "rejected", stats, reason=reason)
         if ids is None:
-            return _answer(202, "ignored", stats, reason="not a comment event")
+            return _answer(202, "ignored", stats, reason="not a comment_created event")
         key, comment_id = ids
         identifier = request.headers.get("x-atlassian-webhook-identifier", "").strip()
         guid = f"jira:{identifier[:_GUID_MAX]}" if identifier else f"jira:{key}:{comment_id}"
