@@ -284,3 +284,34 @@ def test_a_damaged_cursor_is_said_and_baselined_again(rig: Rig) -> None:
     report = rig.cycle()
     assert report.errors == ["jira cursor unreadable (ValueError); baselining again"]
     assert rig.cycle().errors == []
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        {"since": "2026-12-03T10:00:00"},  # no zone: cannot be compared with Jira's times
+        {"since": 20261203},  # a number: Python reads "20261203" as a date
+        {"watched": {"ABC-1": "2026-12-03T10:00:00"}},
+    ],
+)
+def test_a_hand_edited_cursor_is_baselined_again_not_stuck(rig: Rig, damage: dict) -> None:
+    """A cursor whose times parse but cannot be used must be refused when read (and the
+    source baselined again), not fail every later cycle with the cursor kept as is."""
+    import json
+
+    fake = rig.fake
+    rig.cycle()
+    with rig.store.transaction() as conn:
+        row = conn.execute("SELECT cursor FROM cursors WHERE source = 'jira'").fetchone()
+        conn.execute(
+            "UPDATE cursors SET cursor = ? WHERE source = 'jira'",
+            (json.dumps({**json.loads(row[0]), **damage}),),
+        )
+    key = fake.open_issue("ABC", "Changed since", labels=("the-loop",))
+    fake.comment(key, "hello", author=ALICE)
+    report = rig.cycle()
+    assert report.errors == ["jira cursor unreadable (ValueError); baselining again"]
+    assert rig.cycle().errors == []
+    fake.comment(key, "Now this counts.", author=ALICE)
+    assert rig.cycle().errors == []
+    assert [p[2] for p in rig.pending()] == ["Now this counts."]

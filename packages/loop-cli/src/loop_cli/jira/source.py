@@ -129,8 +129,12 @@ class _State:
         times += list(dict(obj.get("watched") or {}).values())
         times += [v for v in dict(obj.get("behind") or {}).values() if v]
         for value in times:
-            if value is not None:
-                datetime.fromisoformat(str(value))  # ValueError: a damaged cursor
+            # A damaged cursor (ValueError): every time is a string with its zone, else
+            # each later cycle would fail comparing it with Jira's and never move on.
+            if value is not None and (
+                not isinstance(value, str) or datetime.fromisoformat(value).tzinfo is None
+            ):
+                raise ValueError("a cursor time is not an ISO time with a zone")
         return cls(
             since=obj.get("since"),
             polled_at=obj.get("polledAt"),
