@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from fakejira import FakeJira
+from fakejira.server import RawJSON
 
 from loop_cli.jira.client import JiraClient
 from loop_cli.jira.source import JiraSource
@@ -315,3 +316,23 @@ def test_a_hand_edited_cursor_is_baselined_again_not_stuck(rig: Rig, damage: dic
     fake.comment(key, "Now this counts.", author=ALICE)
     assert rig.cycle().errors == []
     assert [p[2] for p in rig.pending()] == ["Now this counts."]
+
+
+def test_a_hostile_deeply_nested_comment_does_not_stall_the_source(rig: Rig) -> None:
+    """Anyone who can comment (authorized or not) writes ADF nested 1,000 lists deep:
+    Python's JSON reader gives up on such an answer (RecursionError), which failed every
+    cycle from then on, the comment staying in the window. Past the depth the text is
+    rendered to (adf.MAX_DEPTH) nothing is read, and the source goes on."""
+    if rig.fake.deployment != "cloud":
+        pytest.skip("ADF is Cloud's; Data Center's bodies are wiki-markup strings")
+    fake = rig.fake
+    rig.cycle()
+    key = fake.open_issue("ABC", "Watched", labels=("the-loop",))
+    assert rig.cycle().errors == []
+    level = '{"type": "bulletList", "content": [{"type": "listItem", "content": ['
+    deep = level * 1000 + '{"type": "text", "text": "bottom"}' + "]}]}" * 1000
+    hostile = RawJSON('{"type": "doc", "version": 1, "content": [' + deep + "]}")
+    fake.comment(key, "", author="712020:mallory", body=hostile)
+    fake.comment(key, "Now this counts.", author=ALICE)
+    assert rig.cycle().errors == []
+    assert [p[2] for p in rig.pending() if p[0] == "comment"] == ["Now this counts."]
