@@ -278,3 +278,16 @@ def test_a_comment_rewritten_by_an_unauthorized_account_is_not_run(hook: Hook) -
     fake.edit_comment(own, "Please add two tests.", by=ALICE)
     run_poll_cycle(hook.store, hook.source, hook.log)
     assert hook.comments() == ["Please add two tests."]
+
+
+@pytest.mark.parametrize("key", ["ABC", "ABC-9999999999", "ABC-01", "-1"])
+def test_a_delivery_naming_no_issue_key_is_400_not_retried(hook: Hook, key: str) -> None:
+    """A body whose issue key is no Jira key is the body's fault: 400, never a 503 that
+    asks Jira to send it again (and again), and nothing is asked of Jira."""
+    hook.fake.reset_log()
+    answer = hook.post(hook.delivery(key, 10001), identifier=f"d-{key}")
+    assert answer.status_code == 400, answer.json()
+    reason = answer.json()["reason"]
+    assert "is not a Jira issue key" in reason or "must be an integer" in reason, reason
+    assert "Retry-After" not in answer.headers
+    assert hook.fake.requests == []

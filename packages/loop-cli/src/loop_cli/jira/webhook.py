@@ -92,8 +92,12 @@ class JiraRefetch:
             return self._own
 
     def __call__(self, key: str, comment_id: str) -> Refetched:
-        """Raises JiraError (Jira did not answer: 503, Jira redelivers) or ParseError."""
-        ref = issue_ref(self.site, key)
+        """Raises JiraError (Jira did not answer: 503, Jira redelivers), ParseError, or
+        HookError (the body names no issue key: 400, nothing is asked of Jira)."""
+        try:
+            ref = issue_ref(self.site, key)
+        except ParseError as exc:
+            raise HookError(str(exc)) from None
         if ref.project.partition("/")[2] not in self.projects:
             return Refetched(None, f"{ref.jira_key} is not in a watched project")
         try:

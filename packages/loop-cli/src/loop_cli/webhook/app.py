@@ -305,6 +305,8 @@ def create_app(
             verdict, detail = await asyncio.wait_for(pending, answer_within)
         except asyncio.TimeoutError:
             return _busy(f"Jira or the state store did not answer within {answer_within:g}s")
+        except HookError as exc:  # the body's fault: a redelivery would not help
+            return _answer(400, "rejected", stats, reason=str(exc))
         except Exception as exc:  # nothing kept: Jira redelivers
             log.warning("jira-webhook: %s: %s", guid, " ".join(str(exc).split())[:200])
             if isinstance(exc, (GroundChanged, StoreBusy)):
