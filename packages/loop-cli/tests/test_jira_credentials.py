@@ -28,6 +28,7 @@ def test_jiras_credentials_are_daemon_credentials(tmp_path: Path) -> None:
     cfg = parse_text(f"stateDir: {tmp_path}\n{JIRA}", tmp_path / "c.yaml")
     names = credential_names(cfg)
     assert {"JIRA_API_TOKEN", "THE_LOOP_JIRA_WEBHOOK_SECRET"} <= set(names)
+    assert "JIRA_EMAIL" not in names  # an address, often the operator's git one too
     # The webhook secret's default name starts with THE_LOOP_: still not for a pane.
     assert not allowed_in_pane(cfg)("THE_LOOP_JIRA_WEBHOOK_SECRET")
     env = {"JIRA_API_TOKEN": TOKEN, "THE_LOOP_JIRA_WEBHOOK_SECRET": HOOK_SECRET}
