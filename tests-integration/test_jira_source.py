@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from fakejira import FakeJira
+from fakejira.server import RawJSON
 
 from loop_cli.jira.client import JiraClient
 from loop_cli.jira.source import JiraSource
@@ -284,3 +285,54 @@ def test_a_damaged_cursor_is_said_and_baselined_again(rig: Rig) -> None:
     report = rig.cycle()
     assert report.errors == ["jira cursor unreadable (ValueError); baselining again"]
     assert rig.cycle().errors == []
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        {"since": "2026-12-03T10:00:00"},  # no zone: cannot be compared with Jira's times
+        {"since": 20261203},  # a number: Python reads "20261203" as a date
+        {"watched": {"ABC-1": "2026-12-03T10:00:00"}},
+    ],
+)
+def test_a_hand_edited_cursor_is_baselined_again_not_stuck(rig: Rig, damage: dict) -> None:
+    """A cursor whose times parse but cannot be used must be refused when read (and the
+    source baselined again), not fail every later cycle with the cursor kept as is."""
+    import json
+
+    fake = rig.fake
+    rig.cycle()
+    with rig.store.transaction() as conn:
+        row = conn.execute("SELECT cursor FROM cursors WHERE source = 'jira'").fetchone()
+        conn.execute(
+            "UPDATE cursors SET cursor = ? WHERE source = 'jira'",
+            (json.dumps({**json.loads(row[0]), **damage}),),
+        )
+    key = fake.open_issue("ABC", "Changed since", labels=("the-loop",))
+    fake.comment(key, "hello", author=ALICE)
+    report = rig.cycle()
+    assert report.errors == ["jira cursor unreadable (ValueError); baselining again"]
+    assert rig.cycle().errors == []
+    fake.comment(key, "Now this counts.", author=ALICE)
+    assert rig.cycle().errors == []
+    assert [p[2] for p in rig.pending()] == ["Now this counts."]
+
+
+def test_a_hostile_deeply_nested_comment_does_not_stall_the_source(rig: Rig) -> None:
+    """Anyone who can comment (authorized or not) writes ADF nested 1,000 lists deep:
+    Python's JSON reader gives up on such an answer (RecursionError), which failed every
+    cycle from then on, the comment staying in the window. Past the depth the text is
+    rendered to (adf.MAX_DEPTH) nothing is read, and the source goes on."""
+    if rig.fake.deployment != "cloud":
+        pytest.skip("ADF is Cloud's; Data Center's bodies are wiki-markup strings")
+    fake = rig.fake
+    rig.cycle()
+    key = fake.open_issue("ABC", "Watched", labels=("the-loop",))
+    assert rig.cycle().errors == []
+    level = '{"type": "bulletList", "content": [{"type": "listItem", "content": ['
+    deep = level * 1000 + '{"type": "text", "text": "bottom"}' + "]}]}" * 1000
+    hostile = RawJSON('{"type": "doc", "version": 1, "content": [' + deep + "]}")
+    fake.comment(key, "", author="712020:mallory", body=hostile)
+    fake.comment(key, "Now this counts.", author=ALICE)
+    assert rig.cycle().errors == []
+    assert [p[2] for p in rig.pending() if p[0] == "comment"] == ["Now this counts."]

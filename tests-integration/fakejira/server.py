@@ -42,6 +42,22 @@ def jira_time(moment: datetime) -> str:
     )
 
 
+class RawJSON(str):
+    """A comment body given as JSON text, sent as it is: a document nested deeper than
+    Python's JSON encoder goes (which Jira, in Java, serves without trouble)."""
+
+
+def _with_raw(data: Any, comments: list[Comment]) -> Response:
+    """`data` as JSON, each RawJSON body spliced in where its placeholder stands."""
+    import json
+
+    text = json.dumps(data)
+    for c in comments:
+        if isinstance(c.body, RawJSON):
+            text = text.replace(json.dumps(f"\x00raw{c.id}"), str(c.body))
+    return Response(text, media_type="application/json")
+
+
 def adf(text: str) -> dict[str, Any]:
     paragraphs = [
         {"type": "paragraph", "content": [{"type": "text", "text": p}]} for p in text.split("\n\n")
@@ -78,6 +94,7 @@ class Comment:
     body: Any  # ADF (cloud) or text (data center)
     created: datetime
     updated: datetime
+    editor: str = ""  # who last edited it (Jira's updateAuthor); "" = the author
 
 
 @dataclass
@@ -152,14 +169,26 @@ class FakeJira:
             issue.category = category
             issue.updated = now
 
-    def comment(self, key: str, text: str, author: str = "712020:alice") -> int:
+    def comment(self, key: str, text: str, author: str = "712020:alice", body: Any = None) -> int:
+        """A comment of `text` (as ADF on Cloud), or of the given `body` as it is."""
         with self._lock:
             self._next_comment += 1
             now = self.now()
-            body = adf(text) if self.deployment == "cloud" else text
+            if body is None:
+                body = adf(text) if self.deployment == "cloud" else text
             self.comments.append(Comment(self._next_comment, key, author, body, now, now))
             self.issues[key].updated = now
             return self._next_comment
+
+    def edit_comment(self, comment_id: int, text: str, by: str) -> None:
+        """Someone with Jira's *Edit All Comments* permission rewrites a comment: the
+        author stays, `updateAuthor` names the editor."""
+        with self._lock:
+            (c,) = [c for c in self.comments if c.id == comment_id]
+            c.body = adf(text) if self.deployment == "cloud" else text
+            c.updated = self.now()
+            c.editor = by
+            self.issues[c.key].updated = c.updated
 
     def rate_limit_next(self, *retry_after: str) -> None:
         with self._lock:
@@ -233,7 +262,8 @@ class FakeJira:
             "id": str(c.id),
             "self": f"{self.base_url}{self.api}/issue/{c.key}/comment/{c.id}",
             "author": self._user(c.author),
-            "body": c.body,
+            "updateAuthor": self._user(c.editor or c.author),
+            "body": f"\x00raw{c.id}" if isinstance(c.body, RawJSON) else c.body,
             "created": jira_time(c.created),
             "updated": jira_time(c.updated),
         }
@@ -329,7 +359,7 @@ class FakeJira:
         if comment_id is not None:
             for c in self.comments:
                 if c.key == key and str(c.id) == comment_id:
-                    return JSONResponse(self._comment_json(c))
+                    return _with_raw(self._comment_json(c), [c])
             return JSONResponse({"errorMessages": ["Can not find a comment."]}, status_code=404)
         if request.method == "POST":
             import json
@@ -346,13 +376,14 @@ class FakeJira:
         start = int(query.get("startAt", "0"))
         size = min(int(query.get("maxResults", "50")), self.page_size)
         page = mine[start : start + size]
-        return JSONResponse(
+        return _with_raw(
             {
                 "startAt": start,
                 "maxResults": size,
                 "total": len(mine),
                 "comments": [self._comment_json(c) for c in page],
-            }
+            },
+            page,
         )
 
     def _search(self, acct: Account, query: dict[str, str]) -> Response:

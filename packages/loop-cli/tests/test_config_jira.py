@@ -78,3 +78,26 @@ def test_github_and_jira_side_by_side(tmp_path: Path) -> None:
     assert parse_text(text, tmp_path / "c.yaml").active_trackers() == ["github", "jira"]
     no_repo = GOOD.replace("tracker: jira", "trackers: [github, jira]")
     assert any("github.repositories" in p for p in _errors(no_repo, tmp_path))
+
+
+@pytest.mark.parametrize(
+    ("api_url", "problem"),
+    [
+        ("https://bot:s3cr3t-tok@jira.example.com", "must not carry credentials"),
+        ("http://jira.example.com", "plain http only to a loopback address"),
+        ("ftp://jira.example.com", "must be an https:// URL"),
+    ],
+)
+def test_jira_api_url_never_sends_the_token_in_the_clear(
+    tmp_path: Path, api_url: str, problem: str
+) -> None:
+    """The Jira credential rides in the Authorization header of every request to apiUrl:
+    plain http to another host would send it in the clear, and userinfo in the URL would
+    be copied into every event's link."""
+    text = GOOD.replace("  projects:", f"  apiUrl: {api_url}\n  projects:")
+    problems = _errors(text, tmp_path)
+    assert len(problems) == 1, problems
+    assert problem in problems[0], problems
+    assert "s3cr3t-tok" not in problems[0]
+    loopback = GOOD.replace("  projects:", "  apiUrl: http://127.0.0.1:8080\n  projects:")
+    assert parse_text(loopback, tmp_path / "c.yaml").jira.base_url() == "http://127.0.0.1:8080"

@@ -86,6 +86,32 @@ def test_a_refused_post_is_retried_then_given_up_as_notify_failed(tmp_path: Path
     assert all(e["detail"]["error"] == "ConnectError" for e in failed)
 
 
+def test_an_unreadable_outbox_row_is_failed_not_blocking_the_others(tmp_path: Path) -> None:
+    """A row whose message is not JSON (hand-edited or damaged state) failed every
+    flush before a single post was sent, so no notification ever left again; it is
+    set aside as failed and the others go on."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    config = _config(
+        tmp_path, f"  webhookUrl: http://127.0.0.1:{port}/hook\n  webhookSecretEnv: NFY\n"
+    )
+    log = EventLog(tmp_path / "events.jsonl")
+    with Store.open(tmp_path) as store:
+        box = Outbox(store)
+        box.enqueue("a|session.stalled|dead", {"event": "session.stalled"}, ["webhook"], 0)
+        with store.transaction() as conn:
+            conn.execute("UPDATE notify_outbox SET message = '{not json'")
+        box.enqueue("b|session.stalled|dead", {"event": "session.stalled"}, ["webhook"], 0)
+        counts = flush(store, config, log, {"NFY": "s3cret-value"})
+        assert box.counts() == {"failed": 1, "pending": 1}
+    assert counts == {"sent": 0, "retrying": 1, "failed": 1}
+    failed = log.read("notify.failed")
+    assert sorted(e["detail"]["error"] for e in failed) == ["ConnectError", "unreadable message"]
+
+
 def test_a_message_holds_named_fields_only_and_no_credential_value(tmp_path: Path) -> None:
     config = _config(tmp_path, "  slackUrlEnv: SLACK_URL\n")
     record = {

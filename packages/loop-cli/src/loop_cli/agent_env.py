@@ -52,7 +52,12 @@ def credential_names(config: Config) -> tuple[str, ...]:
         SLACK_URL_VAR,
     )
     notify = (config.notify.slack_url_env, config.notify.webhook_secret_env)
-    return tuple(dict.fromkeys([*names, *(n for n in notify if n)]))
+    jira: tuple[str | None, ...] = ()
+    if "jira" in config.active_trackers():
+        # Not jira.emailEnv: an address is no secret, and the operator's own is often
+        # in a pane under another name (its value would be reported as a leak).
+        jira = (config.jira.token_env, config.jira.webhook_secret_env)
+    return tuple(dict.fromkeys([*names, *(n for n in (*notify, *jira) if n)]))
 
 
 def kept_names(config: Config) -> tuple[str, ...]:

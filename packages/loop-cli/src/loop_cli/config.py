@@ -110,6 +110,26 @@ def _project_names(value: dict[str, Any]) -> None:
             raise ValueError(f"{name!r} is neither OWNER/REPO nor a local project name")
 
 
+def _secret_bearing_url(value: str, where: str) -> None:
+    """A URL a credential is sent to: https (plain http only to loopback), no userinfo."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(value)
+        host = parts.hostname or ""
+    except ValueError:
+        raise ValueError("must be an https:// URL") from None
+    if parts.username is not None or parts.password is not None:
+        raise ValueError(f"must not carry credentials; {where}")
+    loopback = host in ("127.0.0.1", "::1", "localhost")
+    if not host or not (parts.scheme == "https" or (parts.scheme == "http" and loopback)):
+        raise ValueError("must be an https:// URL (plain http only to a loopback address)")
+
+
+def _jira_api_url(value: str) -> None:
+    _secret_bearing_url(value, "the credential is in tokenEnv")
+
+
 def _socket_name(value: str) -> None:
     if not value or not set(value) <= _TMUX_SOCKET_CHARS:
         raise ValueError("must be a tmux -L socket name: letters, digits, '.', '_', '-'")
@@ -166,7 +186,8 @@ class JiraConfig(_Section, frozen=True, kw_only=True):
     token_env: EnvName = "JIRA_API_TOKEN"  # noqa: S105 (a variable NAME)
     projects: Annotated[list[str], Rule(_jira_projects)] = []
     trigger_label: Annotated[str, Rule(_jira_label)] = "the-loop"
-    api_url: Annotated[str, Rule(_http_url)] | None = None
+    # Every request carries the credential: https, or plain http to loopback only.
+    api_url: Annotated[str, Rule(_jira_api_url)] | None = None
     # The receiver's /jira-webhook route checks Jira's webhook secret kept in this variable.
     webhook_secret_env: EnvName = "THE_LOOP_JIRA_WEBHOOK_SECRET"  # noqa: S105 (a NAME)
     # How far back each JQL window reaches behind the cursor (Jira's `updated` is
@@ -366,18 +387,7 @@ def _notify_events(value: list[str]) -> None:
 
 
 def _webhook_url(value: str) -> None:
-    from urllib.parse import urlsplit
-
-    try:
-        parts = urlsplit(value)
-        host = parts.hostname or ""
-    except ValueError:
-        raise ValueError("must be an https:// URL") from None
-    if parts.username is not None or parts.password is not None:
-        raise ValueError("must not carry credentials; the signature secret is in secretEnv")
-    loopback = host in ("127.0.0.1", "::1", "localhost")
-    if not host or not (parts.scheme == "https" or (parts.scheme == "http" and loopback)):
-        raise ValueError("must be an https:// URL (plain http only to a loopback address)")
+    _secret_bearing_url(value, "the signature secret is in secretEnv")
 
 
 class NotifyConfig(_Section, frozen=True, kw_only=True):

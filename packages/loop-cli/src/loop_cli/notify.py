@@ -85,6 +85,7 @@ class Pending:
     target: str
     message: dict[str, Any]
     attempts: int
+    readable: bool = True  # False: the stored message is not JSON (damaged state)
 
 
 class Outbox:
@@ -139,7 +140,7 @@ class Outbox:
                     "UPDATE notify_outbox SET next_at = ?, attempts = attempts + 1 WHERE id = ?",
                     (until, row[0]),
                 )
-        return [Pending(int(r[0]), r[1], json.loads(r[2]), int(r[3]) + 1) for r in rows]
+        return [_pending(r) for r in rows]
 
     def settle(self, row: Pending, error: str | None, retry_at: datetime | None) -> None:
         """Sent (`error` None), due again at `retry_at`, or failed for good."""
@@ -177,6 +178,18 @@ class Outbox:
             return {}
         rows = self._store.query("SELECT state, COUNT(*) FROM notify_outbox GROUP BY state")
         return {str(r[0]): int(r[1]) for r in rows}
+
+
+def _pending(row: Any) -> Pending:
+    """A claimed row; one whose message cannot be read is handed out to be failed, so
+    it never stops the rows behind it."""
+    try:
+        message = json.loads(row[2])
+    except (TypeError, ValueError):
+        message = None
+    if not isinstance(message, dict):
+        return Pending(int(row[0]), str(row[1]), {}, int(row[3]) + 1, readable=False)
+    return Pending(int(row[0]), row[1], message, int(row[3]) + 1)
 
 
 # -- what a message says ------------------------------------------------------------
@@ -380,10 +393,12 @@ def flush(
     box.prune()
     for row in box.claim(cfg.timeout_seconds * _LEASE_FACTOR):
         try:
+            if not row.readable:
+                raise SendError("unreadable message")
             SENDERS[row.target](row, cfg, env)
         except Exception as exc:
             error = str(exc) if isinstance(exc, SendError) else type(exc).__name__
-            final = row.attempts >= cfg.max_attempts
+            final = row.attempts >= cfg.max_attempts or not row.readable
             retry_at = None if final else _now() + timedelta(seconds=backoff(cfg, row.attempts))
             box.settle(row, error, retry_at)
             counts["failed" if final else "retrying"] += 1

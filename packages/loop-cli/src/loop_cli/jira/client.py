@@ -10,6 +10,8 @@ module builds contains it.
 from __future__ import annotations
 
 import base64
+import json
+import re
 import time
 from collections.abc import Callable, Mapping
 from email.utils import parsedate_to_datetime
@@ -27,6 +29,10 @@ __all__ = [
 ]
 
 USER_AGENT = "the-loop"
+# Deeper than anything adf.to_text renders (MAX_DEPTH ADF levels, two JSON levels
+# each, inside a page's envelope), well within what Python's JSON reader takes.
+MAX_NESTING = 300
+_STRING_OR_BRACKET = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.DOTALL)
 Deployment = Literal["cloud", "data-center"]
 
 
@@ -183,6 +189,38 @@ class JiraClient:
             return response.json()
         except ValueError:
             raise JiraError(f"{what}: the answer is not JSON", status) from None
+        except RecursionError:  # a body anyone can write, nested past Python's reader
+            try:
+                return json.loads(pruned(response.content))
+            except (ValueError, RecursionError):
+                raise JiraError(f"{what}: the answer nests too deep", status) from None
+
+
+def pruned(raw: bytes, limit: int = MAX_NESTING) -> bytes:
+    """The JSON text with each value nested deeper than `limit` replaced by null: a
+    comment nested 1,000 lists deep must not make a whole search page unreadable (the
+    text down there is past what adf.to_text renders anyway). Unbalanced text is
+    returned as it is, for the reader to refuse."""
+    out: list[bytes] = []
+    depth = 0
+    pos = 0
+    for m in _STRING_OR_BRACKET.finditer(raw):
+        token = m.group()
+        if token.startswith(b'"'):
+            continue
+        if token in (b"[", b"{"):
+            depth += 1
+            if depth == limit + 1:
+                out.append(raw[pos : m.start()])
+        else:
+            if depth == limit + 1:
+                out.append(b"null")
+                pos = m.end()
+            depth -= 1
+    if depth != 0:
+        return raw
+    out.append(raw[pos:])
+    return b"".join(out)
 
 
 def _messages(response: httpx.Response) -> str:

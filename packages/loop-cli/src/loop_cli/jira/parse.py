@@ -65,6 +65,7 @@ class JiraComment:
     body: str  # plain text (ADF rendered)
     created: datetime
     updated: datetime
+    editor: str = ""  # jira:<id> of who last edited it (updateAuthor); "" when Jira does not say
 
 
 def parse_time(value: Any, what: str) -> datetime:
@@ -170,4 +171,5 @@ def parse_comment(obj: Any, key: str) -> JiraComment:
     created = parse_time(_need(obj, "created", what), f"{what} created")
     updated_raw = obj.get("updated")
     updated = parse_time(updated_raw, f"{what} updated") if updated_raw else created
-    return JiraComment(comment_id, author, to_text(obj.get("body")), created, updated)
+    editor = actor_of(obj.get("updateAuthor"))
+    return JiraComment(comment_id, author, to_text(obj.get("body")), created, updated, editor)

@@ -83,6 +83,10 @@ class JiraRules:
             return "carries the-loop's marker"
         if comment.author not in self.authorized:
             return "not an authorized actor"
+        # Jira keeps the author when another account (Edit All Comments) rewrites the
+        # text: the words are the editor's, so the editor must be authorized too.
+        if comment.editor and comment.editor not in self.authorized:
+            return "edited by an account that is not an authorized actor"
         return ""
 
 
@@ -125,8 +129,12 @@ class _State:
         times += list(dict(obj.get("watched") or {}).values())
         times += [v for v in dict(obj.get("behind") or {}).values() if v]
         for value in times:
-            if value is not None:
-                datetime.fromisoformat(str(value))  # ValueError: a damaged cursor
+            # A damaged cursor (ValueError): every time is a string with its zone, else
+            # each later cycle would fail comparing it with Jira's and never move on.
+            if value is not None and (
+                not isinstance(value, str) or datetime.fromisoformat(value).tzinfo is None
+            ):
+                raise ValueError("a cursor time is not an ISO time with a zone")
         return cls(
             since=obj.get("since"),
             polled_at=obj.get("polledAt"),

@@ -22,7 +22,9 @@ from .source import JiraRules, comment_event
 
 __all__ = ["HookError", "JiraRefetch", "hook_ids"]
 
-COMMENT_EVENTS = frozenset({"comment_created", "comment_updated"})
+# Only a new comment is a prompt: an edit (`comment_updated`) of a comment written
+# before the item was watched, or already run, must never reach the agent again.
+COMMENT_EVENTS = frozenset({"comment_created"})
 
 
 class HookError(ValueError):
@@ -30,8 +32,8 @@ class HookError(ValueError):
 
 
 def hook_ids(payload: Any) -> tuple[str, str] | None:
-    """(issue key, comment id) of a comment delivery; None for another kind of event
-    (answered 202 ignored). Nothing else of the body is read."""
+    """(issue key, comment id) of a `comment_created` delivery; None for another kind of
+    event, an edit included (answered 202 ignored). Nothing else of the body is read."""
     if not isinstance(payload, dict):
         raise HookError("body is not a JSON object")
     kind = payload.get("webhookEvent")
@@ -90,8 +92,12 @@ class JiraRefetch:
             return self._own
 
     def __call__(self, key: str, comment_id: str) -> Refetched:
-        """Raises JiraError (Jira did not answer: 503, Jira redelivers) or ParseError."""
-        ref = issue_ref(self.site, key)
+        """Raises JiraError (Jira did not answer: 503, Jira redelivers), ParseError, or
+        HookError (the body names no issue key: 400, nothing is asked of Jira)."""
+        try:
+            ref = issue_ref(self.site, key)
+        except ParseError as exc:
+            raise HookError(str(exc)) from None
         if ref.project.partition("/")[2] not in self.projects:
             return Refetched(None, f"{ref.jira_key} is not in a watched project")
         try:

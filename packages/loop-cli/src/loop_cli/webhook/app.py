@@ -289,7 +289,7 @@ def create_app(
             reason = str(exc) if isinstance(exc, HookError) else "body is not valid JSON"
             return _answer(400, "rejected", stats, reason=reason)
         if ids is None:
-            return _answer(202, "ignored", stats, reason="not a comment event")
+            return _answer(202, "ignored", stats, reason="not a comment_created event")
         key, comment_id = ids
         identifier = request.headers.get("x-atlassian-webhook-identifier", "").strip()
         guid = f"jira:{identifier[:_GUID_MAX]}" if identifier else f"jira:{key}:{comment_id}"
@@ -306,6 +306,8 @@ def create_app(
             verdict, detail = await asyncio.wait_for(pending, answer_within)
         except asyncio.TimeoutError:
             return _busy(f"Jira or the state store did not answer within {answer_within:g}s")
+        except HookError as exc:  # the body's fault: a redelivery would not help
+            return _answer(400, "rejected", stats, reason=str(exc))
         except Exception as exc:  # nothing kept: Jira redelivers
             log.warning("jira-webhook: %s: %s", guid, " ".join(str(exc).split())[:200])
             if isinstance(exc, (GroundChanged, StoreBusy)):
