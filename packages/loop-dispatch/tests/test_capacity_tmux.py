@@ -329,3 +329,33 @@ def test_a_session_whose_item_is_locked_is_never_ended(
         assert real_tmux.probe(ref.tmux_name()).value == "live"
         assert store.registry.get(ref).status == "active"
     assert [h.work_item for h in sweeper.sweep()] == [str(ref)]
+
+
+def test_a_slot_lock_held_past_the_timeout_is_a_wait_never_a_counted_failure(
+    real_tmux, fake_harness, make_dispatcher, store, events, make_event
+):
+    """The capacity lock is held while a granted item makes its worktree (possibly
+    longer than the lock timeout): an item asking meanwhile waits (`capacity_full`),
+    it is not an `internal_error` counted against its attempts and given up."""
+    from loop_dispatch.lock import file_lock
+
+    program, convo = fake_harness
+    disp = make_dispatcher(
+        real_tmux,
+        FileIdleAdapter(program, convo),
+        launcher=_launcher(convo),
+        max_live=2,
+        lock_timeout=0.2,
+    )
+    ref = WorkItemRef.parse("local:slotlock#1")
+    event = make_event(ref, body="MK-9-1-KM")
+    store.inbox.accept("test", [event])
+    with file_lock(disp.capacity.lock_path, "a granted item making its worktree"):
+        Drain(store, disp, events, versions=V, idle=0.02).run(until_idle=True)
+        entry = store.inbox.by_delivery(event.delivery_id)
+        assert entry.state == "pending"
+        assert (entry.last_reason, entry.attempts) == ("capacity_full", 0)
+        assert not events.read("inbox.gave_up")
+    assert store.registry.get(ref) is None
+    assert disp.dispatch(event).reason == "spawned"  # the lock free: it takes its slot
+

@@ -46,6 +46,7 @@ from .decision import (
 )
 from .eventlog import EventLog
 from .framing import frame, spawn_prompt
+from .lock import LockTimeout
 from .model import Event, EventKind, WorkItemRef
 from .pastegate import PasteGate
 from .reasons import Outcome, OutcomeKind, Reason
@@ -487,7 +488,12 @@ class Executor:
         """Ask the host's capacity; a granted slot's lock is held until the record is
         active (a woken record: at once)."""
         entry = self.d.store.inbox.by_delivery(a.event.delivery_id)
-        slot = self.d.capacity.take(a.event.work_item, None if entry is None else entry.seq)
+        try:
+            slot = self.d.capacity.take(a.event.work_item, None if entry is None else entry.seq)
+        except LockTimeout:
+            # Other items are taking slots (the lock is held through a worktree's
+            # making): a wait like a full host, never a failure counted or given up.
+            return replace(f, slot=SlotVerdict.FULL)
         a.slot = slot
         if not slot.granted:
             return replace(f, slot=SlotVerdict.FULL)
