@@ -359,3 +359,89 @@ def test_a_slot_lock_held_past_the_timeout_is_a_wait_never_a_counted_failure(
     assert store.registry.get(ref) is None
     assert disp.dispatch(event).reason == "spawned"  # the lock free: it takes its slot
 
+
+def test_a_dead_harness_gives_its_slot_to_a_waiting_item(
+    real_tmux, fake_harness, make_dispatcher, store, events, make_event, wait_for
+):
+    """A harness that died (crash, kill) leaves an `active` record: with items waiting
+    and no slot free, the sweep frees that slot first (the record hibernates, nothing to
+    end), so the waiting item is not starved forever; the dead one resumes on its next
+    event."""
+    program, convo = fake_harness
+    disp = make_dispatcher(
+        real_tmux, FileIdleAdapter(program, convo), launcher=_launcher(convo), max_live=1
+    )
+    crashed, waiter = WorkItemRef.parse("local:crash#1"), WorkItemRef.parse("local:crash#2")
+    assert disp.dispatch(make_event(crashed, body="MK-8-1-KM")).reason == "spawned"
+    assert real_tmux.terminate(crashed.tmux_name(), 0.5)  # the harness dies on its own
+    wait_for(lambda: real_tmux.probe(crashed.tmux_name()).value == "dead", timeout=20)
+    event = make_event(waiter, body="MK-8-2-KM")
+    store.inbox.accept("test", [event])
+    drain = Drain(store, disp, events, versions=V, idle=0.02)
+    drain.run(until_idle=True)
+    assert store.inbox.by_delivery(event.delivery_id).last_reason == "capacity_full"
+    sweeper = Hibernator(disp, after=None)
+    assert [h.work_item for h in sweeper.sweep()] == [str(crashed)]
+    assert store.registry.get(crashed).status == "hibernated"
+    wait_for(lambda: disp.dispatch(event).reason == "spawned", timeout=20)
+    assert store.registry.get(waiter).status == "active"
+    assert wait_for(lambda: _received(convo)["MK-8-2-KM"] == 1, timeout=20)
+
+
+def _place(store, ref: WorkItemRef, host: str) -> None:
+    from loop_dispatch.hosts import Hosts
+
+    Hosts(store)  # the placements table
+    with store.transaction() as conn:
+        conn.execute(
+            "INSERT INTO placements (work_item, host, placed_at) VALUES (?, ?, ?)",
+            (str(ref), host, "2026-01-01T00:00:00Z"),
+        )
+
+
+def _wait_for_slot(store, event) -> None:
+    store.inbox.accept("test", [event])
+    [entry] = [e for e in store.inbox.claim("me", limit=5, lease_seconds=60)]
+    store.inbox.fail(
+        entry.seq,
+        "me",
+        reason="capacity_full",
+        error="",
+        definite=False,
+        max_attempts=3,
+        give_up_after=float("inf"),
+        delay=lambda t, a: 0.0,
+        versions="{}",
+    )
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_on_a_fleet_the_sweep_counts_and_ends_only_this_hosts_sessions(
+    real_tmux, fake_harness, make_dispatcher, store, make_event, wait_for
+):
+    """On a fleet the registry holds every host's sessions. This host's sweep frees
+    slots by its own live count (other hosts' sessions do not make it end an idle
+    harness while it has a slot free) and never takes another host's session, absent
+    from this host's tmux, for a dead one."""
+    program, convo = fake_harness
+    adapter = FileIdleAdapter(program, convo)
+    mine, waiter = WorkItemRef.parse("local:fleet#1"), WorkItemRef.parse("local:fleet#2")
+    theirs = [WorkItemRef.parse(f"local:fleet#{n}") for n in (11, 12, 13)]
+    for ref in (mine, waiter):
+        _place(store, ref, "host-a")
+    for ref in theirs:
+        _place(store, ref, "host-b")
+        store.registry.register(ref, harness="x", conversation_id=None, cwd="/")
+    roomy = make_dispatcher(
+        real_tmux, adapter, launcher=_launcher(convo), max_live=2, host="host-a"
+    )
+    assert roomy.dispatch(make_event(mine, body="MK-7-1-KM")).reason == "spawned"
+    conversation = store.registry.get(mine).conversation_id
+    wait_for(lambda: adapter.activity(None, conversation) == "idle", timeout=20)
+    _wait_for_slot(store, make_event(waiter, body="MK-7-2-KM"))
+    assert Hibernator(roomy, after=None).sweep() == []  # 1/2 live here: a slot is free
+    assert store.registry.get(mine).status == "active"
+
+    full = make_dispatcher(real_tmux, adapter, launcher=_launcher(convo), max_live=1, host="host-a")
+    assert [h.work_item for h in Hibernator(full, after=None).sweep()] == [str(mine)]
+    assert all(store.registry.get(ref).status == "active" for ref in theirs)
