@@ -225,6 +225,8 @@ def test_an_idle_session_hibernates_keeps_its_scrollback_and_resumes_on_its_next
     assert sweeper.sweep() == []
     assert store.registry.get(ref).status == "active"
     Drain(store, disp, events, versions=V, idle=0.02).run(until_idle=True)
+    # pasted: the harness records it a moment later (its own write, under load)
+    wait_for(lambda: _received(convo)["MK-1-2-KM"] >= 1, timeout=20)
     assert _received(convo)["MK-1-2-KM"] == 1
 
     wait_for(lambda: adapter.activity(None, record.conversation_id) == "idle", timeout=20)
