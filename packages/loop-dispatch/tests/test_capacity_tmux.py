@@ -447,3 +447,27 @@ def test_on_a_fleet_the_sweep_counts_and_ends_only_this_hosts_sessions(
     full = make_dispatcher(real_tmux, adapter, launcher=_launcher(convo), max_live=1, host="host-a")
     assert [h.work_item for h in Hibernator(full, after=None).sweep()] == [str(mine)]
     assert all(store.registry.get(ref).status == "active" for ref in theirs)
+
+
+def test_a_hibernated_record_found_live_is_active_again_and_holds_its_slot(
+    real_tmux, fake_harness, make_dispatcher, store, make_event, wait_for
+):
+    """A hibernated record whose harness is running after all (a wake whose spawn tmux
+    did not answer is set back to hibernated; the harness may still have started): the
+    next event delivers into it, and the record is `active` again, so the harness is
+    counted against `maxLive` and swept like any other, never running uncounted."""
+    from loop_dispatch.capacity import live_count
+
+    program, convo = fake_harness
+    adapter = FileIdleAdapter(program, convo)
+    disp = make_dispatcher(real_tmux, adapter, launcher=_launcher(convo), max_live=2)
+    ref = WorkItemRef.parse("local:awake#1")
+    assert disp.dispatch(make_event(ref, body="MK-6-1-KM")).reason == "spawned"
+    conversation = store.registry.get(ref).conversation_id
+    wait_for(lambda: adapter.activity(None, conversation) == "idle", timeout=20)
+    assert store.registry.hibernate(ref)  # the undone wake; the harness runs on
+    # found live on the wake's look: pasted into it (AC6's respawn_averted), not respawned
+    assert disp.dispatch(make_event(ref, body="MK-6-2-KM")).reason == "respawn_averted"
+    assert wait_for(lambda: _received(convo)["MK-6-2-KM"] == 1, timeout=20)
+    assert store.registry.get(ref).status == "active"
+    assert live_count(store) == 1

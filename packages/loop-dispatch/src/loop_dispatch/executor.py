@@ -222,6 +222,11 @@ class Executor:
         if not action.reprobe:
             return facts
         if seen.presence is Presence.LIVE:  # AC6: live after all, deliver into it
+            if f.hibernated and a.record is not None:
+                # A harness runs under a hibernated record (a wake set back while its
+                # spawn went on): active again, so it is counted and swept.
+                self.d.store.registry.wake(a.record.work_item)
+                facts = replace(facts, hibernated=False)
             return replace(facts, missing_then=seen.presence, via="reprobe", pasted=None)
         a.previous_presence = seen.presence
         return replace(facts, missing_then=seen.presence)
