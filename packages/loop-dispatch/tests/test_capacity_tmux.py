@@ -471,3 +471,30 @@ def test_a_hibernated_record_found_live_is_active_again_and_holds_its_slot(
     assert wait_for(lambda: _received(convo)["MK-6-2-KM"] == 1, timeout=20)
     assert store.registry.get(ref).status == "active"
     assert live_count(store) == 1
+
+
+def test_a_session_that_just_answered_a_comment_is_not_idle_since_before_it(
+    real_tmux, fake_harness, make_dispatcher, store, events, make_event, wait_for
+):
+    """Idle time counts from the item's last delivery too: a comment delivered and
+    answered between two sweeps (neither saw the turn) does not leave the clock running
+    from before it, so the harness that just took a comment is not ended at once (with
+    an adapter whose screen lags a paste, mid-turn)."""
+    program, convo = fake_harness
+    adapter = FileIdleAdapter(program, convo)
+    disp = make_dispatcher(real_tmux, adapter, launcher=_launcher(convo, turn=0.1))
+    ref = WorkItemRef.parse("local:nap#5")
+    assert disp.dispatch(make_event(ref, body="MK-5-1-KM")).reason == "spawned"
+    conversation = store.registry.get(ref).conversation_id
+    wait_for(lambda: adapter.activity(None, conversation) == "idle", timeout=20)
+    sweeper = Hibernator(disp, after=2.0)
+    assert sweeper.sweep() == []  # the first idle verdict starts the clock
+    time.sleep(2.2)
+    store.inbox.accept("test", [make_event(ref, body="MK-5-2-KM")])
+    Drain(store, disp, events, versions=V, idle=0.02).run(until_idle=True)
+    wait_for(lambda: _received(convo)["MK-5-2-KM"] == 1, timeout=20)
+    wait_for(lambda: adapter.activity(None, conversation) == "idle", timeout=20)
+    assert sweeper.sweep() == []
+    assert store.registry.get(ref).status == "active"
+    assert wait_for(lambda: sweeper.sweep(), timeout=20)  # idle 2 s after it: ended
+    assert store.registry.get(ref).status == "hibernated"

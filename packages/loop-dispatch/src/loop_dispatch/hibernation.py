@@ -4,13 +4,14 @@ The poll daemon runs `Hibernator.sweep` once per cycle. A session is idle when n
 of its item is open in the inbox and its adapter says "idle" (`activity(view,
 conversation_id)`); "unknown", "busy" and "blocked" are never idle, so an adapter that
 cannot tell never has a harness ended under it. A session idle for
-`sessions.hibernateAfterSeconds` (counted from the first sweep that found it idle) is
-ended; so are the oldest idle ones when items wait for a slot (`host.maxLive`), as many
-as they need, after the sessions whose harness is gone already (died: their slot is
-freed, nothing is ended). Ending one holds the item's lock from the idle verdict (taken
-again under the lock) to the registry's `hibernated`, so no delivery pastes into a
-harness being ended. The pane is terminated like `sessions stop` (scrollback kept); the next event
-resumes the conversation through the respawn rows (decision.py).
+`sessions.hibernateAfterSeconds` (counted from the first sweep that found it idle, or
+from the item's last delivery if later) is ended; so are the oldest idle ones when items
+wait for a slot (`host.maxLive`), as many as they need, after the sessions whose harness
+is gone already (died: their slot is freed, nothing is ended). Ending one holds the
+item's lock from the idle verdict (taken again under the lock) to the registry's
+`hibernated`, so no delivery pastes into a harness being ended. The pane is terminated
+like `sessions stop` (scrollback kept); the next event resumes the conversation through
+the respawn rows (decision.py).
 """
 
 from __future__ import annotations
@@ -18,12 +19,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from loop_tmux import PaneView, Presence, TmuxUnavailable
 
 from .lock import LockTimeout, LockUnavailable, item_lock
 from .memory import session_rss
+from .model import WorkItemRef
 from .registry import SessionRecord
 
 if TYPE_CHECKING:
@@ -154,6 +157,25 @@ class Hibernator:
             return False
         return self.d.adapter.activity(view, record.conversation_id) == "idle"
 
+    def _too_recent(self, ref: WorkItemRef, why: str) -> bool:
+        """The item had a delivery more recently than the sweeps saw (a turn between two
+        sweeps): its idle clock starts again from that delivery. (Capacity hibernations
+        take the oldest idle first and are not held back.)"""
+        if why != "idle" or self.after is None:
+            return False
+        rows = self.d.store.query(
+            "SELECT max(settled_at) FROM inbox WHERE work_item = ? AND state = 'done'",
+            (str(ref),),
+        )
+        if not rows or rows[0][0] is None:
+            return False
+        then = datetime.fromisoformat(str(rows[0][0]))
+        quiet = max(0.0, (datetime.now(timezone.utc) - then).total_seconds())
+        if quiet >= self.after:
+            return False
+        self._idle_since[str(ref)] = self.clock() - quiet
+        return True
+
     def _hibernate(self, record: SessionRecord, idle_seconds: float, why: str) -> Hibernated | None:
         """Under the item's lock: the verdict again, then the end. None when the item is
         busy, locked, no longer idle, or tmux did not end it (tried next sweep)."""
@@ -172,6 +194,8 @@ class Hibernator:
                     pass  # its harness is gone already: only the slot is given back
                 elif seen.presence is not Presence.LIVE or not self._says_idle(seen.view, current):
                     self._idle_since.pop(str(ref), None)
+                    return None
+                elif self._too_recent(ref, why):
                     return None
                 else:
                     rss = (session_rss(self.d.tmux, [current.tmux_name]) or {}).get(
