@@ -225,6 +225,8 @@ def test_an_idle_session_hibernates_keeps_its_scrollback_and_resumes_on_its_next
     assert sweeper.sweep() == []
     assert store.registry.get(ref).status == "active"
     Drain(store, disp, events, versions=V, idle=0.02).run(until_idle=True)
+    # pasted: the harness records it a moment later (its own write, under load)
+    wait_for(lambda: _received(convo)["MK-1-2-KM"] >= 1, timeout=20)
     assert _received(convo)["MK-1-2-KM"] == 1
 
     wait_for(lambda: adapter.activity(None, record.conversation_id) == "idle", timeout=20)
@@ -329,3 +331,170 @@ def test_a_session_whose_item_is_locked_is_never_ended(
         assert real_tmux.probe(ref.tmux_name()).value == "live"
         assert store.registry.get(ref).status == "active"
     assert [h.work_item for h in sweeper.sweep()] == [str(ref)]
+
+
+def test_a_slot_lock_held_past_the_timeout_is_a_wait_never_a_counted_failure(
+    real_tmux, fake_harness, make_dispatcher, store, events, make_event
+):
+    """The capacity lock is held while a granted item makes its worktree (possibly
+    longer than the lock timeout): an item asking meanwhile waits (`capacity_full`),
+    it is not an `internal_error` counted against its attempts and given up."""
+    from loop_dispatch.lock import file_lock
+
+    program, convo = fake_harness
+    disp = make_dispatcher(
+        real_tmux,
+        FileIdleAdapter(program, convo),
+        launcher=_launcher(convo),
+        max_live=2,
+        lock_timeout=0.2,
+    )
+    ref = WorkItemRef.parse("local:slotlock#1")
+    event = make_event(ref, body="MK-9-1-KM")
+    store.inbox.accept("test", [event])
+    with file_lock(disp.capacity.lock_path, "a granted item making its worktree"):
+        Drain(store, disp, events, versions=V, idle=0.02).run(until_idle=True)
+        entry = store.inbox.by_delivery(event.delivery_id)
+        assert entry.state == "pending"
+        assert (entry.last_reason, entry.attempts) == ("capacity_full", 0)
+        assert not events.read("inbox.gave_up")
+    assert store.registry.get(ref) is None
+    assert disp.dispatch(event).reason == "spawned"  # the lock free: it takes its slot
+
+
+def test_a_dead_harness_gives_its_slot_to_a_waiting_item(
+    real_tmux, fake_harness, make_dispatcher, store, events, make_event, wait_for
+):
+    """A harness that died (crash, kill) leaves an `active` record: with items waiting
+    and no slot free, the sweep frees that slot first (the record hibernates, nothing to
+    end), so the waiting item is not starved forever; the dead one resumes on its next
+    event."""
+    program, convo = fake_harness
+    disp = make_dispatcher(
+        real_tmux, FileIdleAdapter(program, convo), launcher=_launcher(convo), max_live=1
+    )
+    crashed, waiter = WorkItemRef.parse("local:crash#1"), WorkItemRef.parse("local:crash#2")
+    assert disp.dispatch(make_event(crashed, body="MK-8-1-KM")).reason == "spawned"
+    assert real_tmux.terminate(crashed.tmux_name(), 0.5)  # the harness dies on its own
+    wait_for(lambda: real_tmux.probe(crashed.tmux_name()).value == "dead", timeout=20)
+    event = make_event(waiter, body="MK-8-2-KM")
+    store.inbox.accept("test", [event])
+    drain = Drain(store, disp, events, versions=V, idle=0.02)
+    drain.run(until_idle=True)
+    assert store.inbox.by_delivery(event.delivery_id).last_reason == "capacity_full"
+    sweeper = Hibernator(disp, after=None)
+    assert [h.work_item for h in sweeper.sweep()] == [str(crashed)]
+    assert store.registry.get(crashed).status == "hibernated"
+    wait_for(lambda: disp.dispatch(event).reason == "spawned", timeout=20)
+    assert store.registry.get(waiter).status == "active"
+    assert wait_for(lambda: _received(convo)["MK-8-2-KM"] == 1, timeout=20)
+
+
+def _place(store, ref: WorkItemRef, host: str) -> None:
+    from loop_dispatch.hosts import Hosts
+
+    Hosts(store)  # the placements table
+    with store.transaction() as conn:
+        conn.execute(
+            "INSERT INTO placements (work_item, host, placed_at) VALUES (?, ?, ?)",
+            (str(ref), host, "2026-01-01T00:00:00Z"),
+        )
+
+
+def _wait_for_slot(store, event) -> None:
+    store.inbox.accept("test", [event])
+    [entry] = [e for e in store.inbox.claim("me", limit=5, lease_seconds=60)]
+    store.inbox.fail(
+        entry.seq,
+        "me",
+        reason="capacity_full",
+        error="",
+        definite=False,
+        max_attempts=3,
+        give_up_after=float("inf"),
+        delay=lambda t, a: 0.0,
+        versions="{}",
+    )
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_on_a_fleet_the_sweep_counts_and_ends_only_this_hosts_sessions(
+    real_tmux, fake_harness, make_dispatcher, store, make_event, wait_for
+):
+    """On a fleet the registry holds every host's sessions. This host's sweep frees
+    slots by its own live count (other hosts' sessions do not make it end an idle
+    harness while it has a slot free) and never takes another host's session, absent
+    from this host's tmux, for a dead one."""
+    program, convo = fake_harness
+    adapter = FileIdleAdapter(program, convo)
+    mine, waiter = WorkItemRef.parse("local:fleet#1"), WorkItemRef.parse("local:fleet#2")
+    theirs = [WorkItemRef.parse(f"local:fleet#{n}") for n in (11, 12, 13)]
+    for ref in (mine, waiter):
+        _place(store, ref, "host-a")
+    for ref in theirs:
+        _place(store, ref, "host-b")
+        store.registry.register(ref, harness="x", conversation_id=None, cwd="/")
+    roomy = make_dispatcher(
+        real_tmux, adapter, launcher=_launcher(convo), max_live=2, host="host-a"
+    )
+    assert roomy.dispatch(make_event(mine, body="MK-7-1-KM")).reason == "spawned"
+    conversation = store.registry.get(mine).conversation_id
+    wait_for(lambda: adapter.activity(None, conversation) == "idle", timeout=20)
+    _wait_for_slot(store, make_event(waiter, body="MK-7-2-KM"))
+    assert Hibernator(roomy, after=None).sweep() == []  # 1/2 live here: a slot is free
+    assert store.registry.get(mine).status == "active"
+
+    full = make_dispatcher(real_tmux, adapter, launcher=_launcher(convo), max_live=1, host="host-a")
+    assert [h.work_item for h in Hibernator(full, after=None).sweep()] == [str(mine)]
+    assert all(store.registry.get(ref).status == "active" for ref in theirs)
+
+
+def test_a_hibernated_record_found_live_is_active_again_and_holds_its_slot(
+    real_tmux, fake_harness, make_dispatcher, store, make_event, wait_for
+):
+    """A hibernated record whose harness is running after all (a wake whose spawn tmux
+    did not answer is set back to hibernated; the harness may still have started): the
+    next event delivers into it, and the record is `active` again, so the harness is
+    counted against `maxLive` and swept like any other, never running uncounted."""
+    from loop_dispatch.capacity import live_count
+
+    program, convo = fake_harness
+    adapter = FileIdleAdapter(program, convo)
+    disp = make_dispatcher(real_tmux, adapter, launcher=_launcher(convo), max_live=2)
+    ref = WorkItemRef.parse("local:awake#1")
+    assert disp.dispatch(make_event(ref, body="MK-6-1-KM")).reason == "spawned"
+    conversation = store.registry.get(ref).conversation_id
+    wait_for(lambda: adapter.activity(None, conversation) == "idle", timeout=20)
+    assert store.registry.hibernate(ref)  # the undone wake; the harness runs on
+    # found live on the wake's look: pasted into it (AC6's respawn_averted), not respawned
+    assert disp.dispatch(make_event(ref, body="MK-6-2-KM")).reason == "respawn_averted"
+    assert wait_for(lambda: _received(convo)["MK-6-2-KM"] == 1, timeout=20)
+    assert store.registry.get(ref).status == "active"
+    assert live_count(store) == 1
+
+
+def test_a_session_that_just_answered_a_comment_is_not_idle_since_before_it(
+    real_tmux, fake_harness, make_dispatcher, store, events, make_event, wait_for
+):
+    """Idle time counts from the item's last delivery too: a comment delivered and
+    answered between two sweeps (neither saw the turn) does not leave the clock running
+    from before it, so the harness that just took a comment is not ended at once (with
+    an adapter whose screen lags a paste, mid-turn)."""
+    program, convo = fake_harness
+    adapter = FileIdleAdapter(program, convo)
+    disp = make_dispatcher(real_tmux, adapter, launcher=_launcher(convo, turn=0.1))
+    ref = WorkItemRef.parse("local:nap#5")
+    assert disp.dispatch(make_event(ref, body="MK-5-1-KM")).reason == "spawned"
+    conversation = store.registry.get(ref).conversation_id
+    wait_for(lambda: adapter.activity(None, conversation) == "idle", timeout=20)
+    sweeper = Hibernator(disp, after=2.0)
+    assert sweeper.sweep() == []  # the first idle verdict starts the clock
+    time.sleep(2.2)
+    store.inbox.accept("test", [make_event(ref, body="MK-5-2-KM")])
+    Drain(store, disp, events, versions=V, idle=0.02).run(until_idle=True)
+    wait_for(lambda: _received(convo)["MK-5-2-KM"] == 1, timeout=20)
+    wait_for(lambda: adapter.activity(None, conversation) == "idle", timeout=20)
+    assert sweeper.sweep() == []
+    assert store.registry.get(ref).status == "active"
+    assert wait_for(lambda: sweeper.sweep(), timeout=20)  # idle 2 s after it: ended
+    assert store.registry.get(ref).status == "hibernated"

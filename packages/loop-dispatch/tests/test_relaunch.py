@@ -110,3 +110,23 @@ def test_spawn_records_its_token_before_tmux_and_the_conversation_after(
     current = store.registry.get(record.work_item)
     assert current is not None
     assert current.conversation_id == "c-new"
+
+
+def test_a_session_hibernated_since_selection_is_changed_never_relaunched(
+    store: Store, tmp_path: Path
+) -> None:
+    """`sessions restart` selected it live; the hibernation sweep ended it before the
+    restart took its lock. Relaunching it would start a harness under a `hibernated`
+    record, uncounted against `host.maxLive` and never swept: it is left alone (its
+    next event wakes it with the current environment)."""
+    relauncher = Relauncher.with_item_locks(
+        lock_dir=tmp_path / "locks",
+        lock_timeout=0.2,
+        registry=store.registry,
+        tmux=None,  # type: ignore[arg-type]
+    )
+    selected = _register(store, 1, tmp_path)
+    assert store.registry.hibernate(selected.work_item)
+    with relauncher.locked([selected]) as held:
+        assert held.records == []
+        assert held.changed == [str(selected.work_item)]

@@ -46,6 +46,7 @@ from .decision import (
 )
 from .eventlog import EventLog
 from .framing import frame, spawn_prompt
+from .lock import LockTimeout
 from .model import Event, EventKind, WorkItemRef
 from .pastegate import PasteGate
 from .reasons import Outcome, OutcomeKind, Reason
@@ -229,6 +230,11 @@ class Executor:
         if not action.reprobe:
             return facts
         if seen.presence is Presence.LIVE:  # AC6: live after all, deliver into it
+            if f.hibernated and a.record is not None:
+                # A harness runs under a hibernated record (a wake set back while its
+                # spawn went on): active again, so it is counted and swept.
+                self.d.store.registry.wake(a.record.work_item)
+                facts = replace(facts, hibernated=False)
             return replace(facts, missing_then=seen.presence, via="reprobe", pasted=None)
         a.previous_presence = seen.presence
         return replace(facts, missing_then=seen.presence)
@@ -495,7 +501,12 @@ class Executor:
         """Ask the host's capacity; a granted slot's lock is held until the record is
         active (a woken record: at once)."""
         entry = self.d.store.inbox.by_delivery(a.event.delivery_id)
-        slot = self.d.capacity.take(a.event.work_item, None if entry is None else entry.seq)
+        try:
+            slot = self.d.capacity.take(a.event.work_item, None if entry is None else entry.seq)
+        except LockTimeout:
+            # Other items are taking slots (the lock is held through a worktree's
+            # making): a wait like a full host, never a failure counted or given up.
+            return replace(f, slot=SlotVerdict.FULL)
         a.slot = slot
         if not slot.granted:
             return replace(f, slot=SlotVerdict.FULL)

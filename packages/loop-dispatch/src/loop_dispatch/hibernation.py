@@ -4,12 +4,14 @@ The poll daemon runs `Hibernator.sweep` once per cycle. A session is idle when n
 of its item is open in the inbox and its adapter says "idle" (`activity(view,
 conversation_id)`); "unknown", "busy" and "blocked" are never idle, so an adapter that
 cannot tell never has a harness ended under it. A session idle for
-`sessions.hibernateAfterSeconds` (counted from the first sweep that found it idle) is
-ended; so are the oldest idle ones when items wait for a slot (`host.maxLive`), as many
-as they need. Ending one holds the item's lock from the idle verdict (taken again under
-the lock) to the registry's `hibernated`, so no delivery pastes into a harness being
-ended. The pane is terminated like `sessions stop` (scrollback kept); the next event
-resumes the conversation through the respawn rows (decision.py).
+`sessions.hibernateAfterSeconds` (counted from the first sweep that found it idle, or
+from the item's last delivery if later) is ended; so are the oldest idle ones when items
+wait for a slot (`host.maxLive`), as many as they need, after the sessions whose harness
+is gone already (died: their slot is freed, nothing is ended). Ending one holds the
+item's lock from the idle verdict (taken again under the lock) to the registry's
+`hibernated`, so no delivery pastes into a harness being ended. The pane is terminated
+like `sessions stop` (scrollback kept); the next event resumes the conversation through
+the respawn rows (decision.py).
 """
 
 from __future__ import annotations
@@ -17,12 +19,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from loop_tmux import PaneView, Presence, TmuxUnavailable
 
 from .lock import LockTimeout, LockUnavailable, item_lock
 from .memory import session_rss
+from .model import WorkItemRef
 from .registry import SessionRecord
 
 if TYPE_CHECKING:
@@ -85,9 +89,12 @@ class Hibernator:
             del self._idle_since[key]
         idle.sort(key=lambda pair: pair[0])  # the oldest idle first
         due = [(s, r, "idle") for s, r in idle if self.after is not None and now - s >= self.after]
-        need = self._slots_needed(len(records)) - len(due)
+        need = self._slots_needed(self.d.capacity.live()) - len(due)
+        # A harness already gone (died, killed) holds a slot with nothing running: its
+        # slot goes to a waiting item first, before any live idle harness is ended.
+        gone = [(now, r, "capacity") for r in self._gone(records, views, open_items)]
         rest = [(s, r, "capacity") for s, r in idle if (s, r, "idle") not in due]
-        chosen = due + rest[: max(0, need)]
+        chosen = due + (gone + rest)[: max(0, need)]
         done = []
         for since, record, why in chosen:
             ended = self._hibernate(record, now - since, why)
@@ -102,6 +109,32 @@ class Hibernator:
             return 0
         waiting = {item for _, item in capacity.waiting()}
         return max(0, len(waiting) - max(0, capacity.max_live - live))
+
+    def _gone(
+        self,
+        records: list[SessionRecord],
+        views: dict[str, PaneView | None],
+        open_items: set[str],
+    ) -> list[SessionRecord]:
+        """Active records of this host whose harness tmux says is absent or dead."""
+        here = self._placed_here()
+        return [
+            r
+            for r in records
+            if str(r.work_item) not in open_items
+            and (here is None or str(r.work_item) in here)
+            and r.tmux_name in views
+            and (views[r.tmux_name] is None or getattr(views[r.tmux_name], "dead", False))
+        ]
+
+    def _placed_here(self) -> set[str] | None:
+        """On a fleet, the items placed on this host (another host's sessions are
+        absent from this host's tmux, never gone); None: a single host."""
+        host = self.d.capacity.host
+        if host is None:
+            return None
+        rows = self.d.store.query("SELECT work_item FROM placements WHERE host = ?", (host,))
+        return {str(r[0]) for r in rows}
 
     def _open_items(self) -> set[str]:
         rows = self.d.store.query(
@@ -124,12 +157,24 @@ class Hibernator:
             return False
         return self.d.adapter.activity(view, record.conversation_id) == "idle"
 
-    def _idle(self, record: SessionRecord) -> bool:
-        """The verdict read again, under the item's lock (one tmux call)."""
-        seen = self.d.tmux.observe(record.tmux_name, capture=True)
-        if seen.presence is not Presence.LIVE:
+    def _too_recent(self, ref: WorkItemRef, why: str) -> bool:
+        """The item had a delivery more recently than the sweeps saw (a turn between two
+        sweeps): its idle clock starts again from that delivery. (Capacity hibernations
+        take the oldest idle first and are not held back.)"""
+        if why != "idle" or self.after is None:
             return False
-        return self._says_idle(seen.view, record)
+        rows = self.d.store.query(
+            "SELECT max(settled_at) FROM inbox WHERE work_item = ? AND state = 'done'",
+            (str(ref),),
+        )
+        if not rows or rows[0][0] is None:
+            return False
+        then = datetime.fromisoformat(str(rows[0][0]))
+        quiet = max(0.0, (datetime.now(timezone.utc) - then).total_seconds())
+        if quiet >= self.after:
+            return False
+        self._idle_since[str(ref)] = self.clock() - quiet
+        return True
 
     def _hibernate(self, record: SessionRecord, idle_seconds: float, why: str) -> Hibernated | None:
         """Under the item's lock: the verdict again, then the end. None when the item is
@@ -140,12 +185,24 @@ class Hibernator:
                 current = self.d.store.registry.get(ref)
                 if current is None or current.status != "active":
                     return None
-                if str(ref) in self._open_items() or not self._idle(current):
+                if str(ref) in self._open_items():
                     self._idle_since.pop(str(ref), None)
                     return None
-                rss = (session_rss(self.d.tmux, [current.tmux_name]) or {}).get(current.tmux_name)
-                if not self.d.tmux.terminate(current.tmux_name, self.d.terminate_grace):
+                seen = self.d.tmux.observe(current.tmux_name, capture=True)
+                rss: int | None = None
+                if seen.presence in (Presence.ABSENT, Presence.DEAD):
+                    pass  # its harness is gone already: only the slot is given back
+                elif seen.presence is not Presence.LIVE or not self._says_idle(seen.view, current):
+                    self._idle_since.pop(str(ref), None)
                     return None
+                elif self._too_recent(ref, why):
+                    return None
+                else:
+                    rss = (session_rss(self.d.tmux, [current.tmux_name]) or {}).get(
+                        current.tmux_name
+                    )
+                    if not self.d.tmux.terminate(current.tmux_name, self.d.terminate_grace):
+                        return None
                 self.d.store.registry.hibernate(ref)
         except (LockTimeout, LockUnavailable):
             return None

@@ -132,8 +132,9 @@ class Held:
 
 def identity(record: SessionRecord) -> tuple[object, ...]:
     """What makes a relaunch the one that was planned: still active, the same session and
-    conversation. Other columns (timestamps) move with ordinary deliveries."""
-    return (record.active, record.tmux_name, record.conversation_id, record.harness)
+    conversation (a session hibernated since is changed: nothing runs to relaunch). Other
+    columns (timestamps) move with ordinary deliveries."""
+    return (record.status, record.tmux_name, record.conversation_id, record.harness)
 
 
 def resume_refusal(adapter: Resumable, record: SessionRecord) -> str | None:
