@@ -336,3 +336,20 @@ def test_a_hostile_deeply_nested_comment_does_not_stall_the_source(rig: Rig) -> 
     fake.comment(key, "Now this counts.", author=ALICE)
     assert rig.cycle().errors == []
     assert [p[2] for p in rig.pending() if p[0] == "comment"] == ["Now this counts."]
+
+
+def test_an_outsiders_control_word_is_refused_not_dropped(rig: Rig) -> None:
+    """As on GitHub (issue 24): `the-loop stop` by an account outside authorizedActors is
+    a refused command (answered on the issue), never run; its other comments stay
+    ignored, and the-loop's own marked text is never a command."""
+    rig.cycle()
+    key = rig.fake.open_issue("ABC", "guarded", labels=("the-loop",))
+    rig.cycle()
+    rig.fake.comment(key, "the-loop stop", author=MALLORY)
+    rig.fake.comment(key, "just chatting", author=MALLORY)
+    rig.fake.comment(key, "[the-loop] the-loop stop", author=MALLORY)
+    assert rig.cycle().errors == []
+    entries = [e for e in rig.store.inbox.entries(("pending",)) if e.event and e.event.comment_id]
+    assert [(e.event.kind.value, e.event.refused, e.event.body) for e in entries] == [
+        ("control", "not_authorized", "the-loop stop")
+    ]

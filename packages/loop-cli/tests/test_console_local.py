@@ -72,3 +72,39 @@ def test_require_start_command_is_a_validated_key(write_config, run_cli):
     bad = run_cli("config", "check")
     assert bad.exit_code == 2
     assert "requireStartCommand" in bad.output
+
+
+def test_the_status_word_replies_with_the_sessions_environment(
+    run_cli, write_config, tmux_socket, isolated, conversation, wait
+):
+    """`the-loop status` on the ticket: live, and whether the agent runs on the env file's
+    current values (stale: the names, never a value)."""
+    (isolated / "work").mkdir()
+    env_file = isolated / "agent.env"
+    env_file.write_text("API_KEY=first-value\n")
+    write_config(
+        {
+            "routing": {"tmuxSocket": tmux_socket},
+            "harness": {"cwd": str(isolated / "work")},
+            "env": {"file": str(env_file)},
+        }
+    )
+    ref = run_cli("item", "open", "Env").output.strip()
+    assert run_cli("poll", "--once").exit_code == 0
+    rec = _record(isolated, ref)
+    assert wait(lambda: any("Env" in t for t in _texts(conversation, rec)))
+
+    def reply_to_status() -> str:
+        run_cli("item", "comment", ref, "the-loop status")
+        assert run_cli("poll", "--once").exit_code == 0
+        show = json.loads(run_cli("item", "show", ref, "--format", "json").output)
+        return [a for a in show["activity"] if a.get("author") == "the-loop"][-1]["body"]
+
+    first = reply_to_status()
+    assert "status: live" in first
+    assert "environment up to date" in first
+    env_file.write_text("API_KEY=rotated-value\n")
+    second = reply_to_status()
+    assert "environment stale (API_KEY)" in second
+    assert "rotated-value" not in second
+    assert "first-value" not in second

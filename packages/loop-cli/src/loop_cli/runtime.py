@@ -588,6 +588,23 @@ class Runtime:
                 self._dispatchers[_GLOBAL] = found
             return found[2]
 
+    def _env_state(self, cfg: Config) -> Callable[[str], str]:
+        """The `status` control word's environment words for one session (names of the
+        stale variables at most, never a value)."""
+
+        def state(tmux_name: str) -> str:
+            from loop_tmux import TmuxUnavailable
+
+            from .rotation.drift import session_env_state
+
+            try:
+                pids = self.tmux.pane_pids(tmux_name)
+            except TmuxUnavailable:  # silent: the reply says so rather than fail the verb
+                return "unknown (tmux did not answer)"
+            return session_env_state(cfg, pids)
+
+        return state
+
     def _build_dispatcher(
         self, cfg: Config, adapter: HarnessAdapter, launcher: Launcher, workspaces: Any
     ) -> Dispatcher:
@@ -611,6 +628,7 @@ class Runtime:
             paste_gate=self.paste_gate,
             max_live=self.config.host.max_live,
             host=self.host_name if self.fleet else None,
+            env_state=self._env_state(cfg),
             require_start=self.config.github.require_start_command
             and self.config.tracker == "github",
         )

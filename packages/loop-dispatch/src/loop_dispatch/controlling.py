@@ -136,7 +136,10 @@ class Controller:
         )
         last = rows[0][0] if rows and rows[0][0] else "none"
         held = self.d.store.inbox.count(("paused",), work_item=str(ref))
+        env = ""
+        if self.d.env_state is not None and f.active:
+            env = f"; environment {self.d.env_state(a.name)}"
         return (
             f"status: {state}; host {socket.gethostname()}; tmux session {a.name}; "
-            f"last delivery {last}; {held} event(s) held"
+            f"last delivery {last}; {held} event(s) held{env}"
         )

@@ -75,8 +75,12 @@ class Dispatcher:
         max_live: int | None = None,
         host: str | None = None,
         require_start: bool = False,
+        env_state: Callable[[str], str] | None = None,
     ) -> None:
         self.store = store
+        # How a session's environment compares with the env file (tmux name -> a few
+        # words), for the `status` control word's reply; None: not told.
+        self.env_state = env_state
         self.tmux = tmux
         self.adapter = adapter
         self.events = events

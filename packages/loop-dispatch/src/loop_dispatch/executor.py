@@ -80,6 +80,7 @@ class Host(Protocol):
     close_quiet: float
     closer: Any  # closing.Closer (the closer imports this module's Host)
     require_start: bool
+    env_state: Callable[[str], str] | None
 
     def emit(
         self, type_: str, event: Event | None, ref: WorkItemRef, level: str = ..., **detail: Any

@@ -90,7 +90,26 @@ class JiraRules:
         return ""
 
 
-def comment_event(site: str, issue: JiraIssue, comment: JiraComment, base_url: str) -> Event:
+def counted_event(
+    site: str, issue: JiraIssue, comment: JiraComment, base_url: str, rules: JiraRules
+) -> tuple[Event | None, str]:
+    """The comment's event, or None and why it is ignored. A control word by an account
+    that is not authorized is an event still, refused (`not_authorized`), so it is
+    answered on the issue as on GitHub (issue 24); the-loop's own text never is."""
+    from loop_dispatch.control import parse_control
+
+    why = rules.ignored(comment)
+    if not why:
+        return comment_event(site, issue, comment, base_url), ""
+    outsider = why.startswith(("not an authorized actor", "edited by an account"))
+    if outsider and parse_control(comment.body) is not None:
+        return comment_event(site, issue, comment, base_url, refused="not_authorized"), ""
+    return None, why
+
+
+def comment_event(
+    site: str, issue: JiraIssue, comment: JiraComment, base_url: str, *, refused: str = ""
+) -> Event:
     from loop_dispatch.control import parse_control
 
     # A control word (issue 24): run and answered on the issue, never pasted.
@@ -99,6 +118,7 @@ def comment_event(site: str, issue: JiraIssue, comment: JiraComment, base_url: s
         delivery_id=comment_delivery(site, comment.id),
         work_item=issue.ref,
         kind=EventKind.CONTROL if control else EventKind.COMMENT,
+        refused=refused,
         actor=comment.author,
         body=comment.body,
         url=f"{base_url}/browse/{issue.key}?focusedCommentId={comment.id}",
@@ -309,8 +329,10 @@ class JiraSource:
                 for comment in self._comments(issue, window):
                     if comment.created <= after:
                         baseline.append(comment_delivery(self.site, comment.id))
-                    elif not rules.ignored(comment):
-                        events.append(comment_event(self.site, issue, comment, self._base()))
+                    else:
+                        event, _ = counted_event(self.site, issue, comment, self._base(), rules)
+                        if event is not None:
+                            events.append(event)
             if issue.done or not labeled:
                 state.watched.pop(issue.key, None)
             state.seen[issue.key] = issue.updated_raw

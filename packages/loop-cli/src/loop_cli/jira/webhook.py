@@ -18,7 +18,7 @@ from loop_dispatch import Event, WorkItemRef
 
 from .client import JiraClient, NotFound
 from .parse import ISSUE_FIELDS, ParseError, issue_ref, parse_comment, parse_issue
-from .source import JiraRules, comment_event
+from .source import JiraRules, counted_event
 
 __all__ = ["HookError", "JiraRefetch", "hook_ids"]
 
@@ -113,7 +113,7 @@ class JiraRefetch:
         if not session and (issue.done or self.trigger_label not in issue.labels):
             return Refetched(None, f"{issue.key} is not watched (label or session)")
         rules = JiraRules.build(self.trigger_label, self.authorized_actors, self.own())
-        why = rules.ignored(comment)
-        if why:
+        event, why = counted_event(self.site, issue, comment, self.client.base_url, rules)
+        if event is None:
             return Refetched(None, f"comment {why}")
-        return Refetched(comment_event(self.site, issue, comment, self.client.base_url))
+        return Refetched(event)

@@ -214,3 +214,30 @@ def status_block(
     if line is not None:
         block["line"] = line
     return block
+
+
+def session_env_state(
+    config: Config, tmux_pids: Iterable[int], *, reader: EnvironReader = process_environ
+) -> str:
+    """A few words on one session's environment against env.file, for the ticket's
+    `the-loop status` reply: `up to date`, `stale (NAME, NAME)` (names only, never a
+    value or fingerprint on a ticket), `unreadable`, `not running`, `no env.file`, or
+    why the file could not be read."""
+    from loop_envstate import EnvFileError, declared
+
+    from .launcher import env_file_path
+
+    path = env_file_path(config)
+    if path is None:
+        return "no env.file"
+    try:
+        env = declared(path)
+    except EnvFileError:
+        return "env.file unreadable"
+    assert env is not None
+    state, stale = classify(env.values, (reader(pid) for pid in tmux_pids))
+    if state is DriftState.STALE:
+        return f"stale ({', '.join(n.name for n in stale)})"
+    return {DriftState.CURRENT: "up to date", DriftState.UNREADABLE: "unreadable"}.get(
+        state, "not running"
+    )
