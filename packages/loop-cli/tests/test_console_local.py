@@ -108,3 +108,48 @@ def test_the_status_word_replies_with_the_sessions_environment(
     assert "environment stale (API_KEY)" in second
     assert "rotated-value" not in second
     assert "first-value" not in second
+
+
+def test_sessions_restart_comment_relaunches_in_place_and_records_the_word(
+    run_cli, loop_config, isolated, tmux_socket, conversation, wait
+):
+    import subprocess
+
+    ref = run_cli("item", "open", "Relaunch me").output.strip()
+    assert run_cli("poll", "--once").exit_code == 0
+    rec = _record(isolated, ref)
+    assert wait(lambda: any("Relaunch me" in t for t in _texts(conversation, rec)))
+
+    def pane_pid() -> str:
+        return subprocess.run(
+            [
+                "tmux",
+                "-L",
+                tmux_socket,
+                "list-panes",
+                "-t",
+                f"={rec.tmux_name}",
+                "-F",
+                "#{pane_pid}",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.strip()
+
+    before = pane_pid()
+    done = run_cli("sessions", "restart", ref, "--comment", "-o", "json")
+    assert done.exit_code == 0, done.output
+    assert [r["outcome"] for r in json.loads(done.output)] == ["restarted"]
+    assert wait(lambda: pane_pid() not in ("", before))
+    after = pane_pid()
+    assert _record(isolated, ref).conversation_id == rec.conversation_id  # resumed
+    show = json.loads(run_cli("item", "show", ref, "--format", "json").output)
+    posted = [a for a in show["activity"] if "the-loop restart" in str(a.get("body"))]
+    assert len(posted) == 1
+    assert run_cli("poll", "--once").exit_code == 0  # the posted word is not run again
+    assert pane_pid() == after
+    assert not any("the-loop restart" in t for t in _texts(conversation, rec))
+    refused = run_cli("sessions", "restart", "--all", "--comment")
+    assert refused.exit_code == 2
+    assert "--comment restarts the work items named" in refused.output

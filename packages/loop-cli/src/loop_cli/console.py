@@ -24,6 +24,15 @@ __all__ = ["hold_for_stop", "post_control_word", "release_for_start", "run_contr
 MARKER = "<!-- the-loop -->"
 
 
+_DONE = {
+    "pause": "paused",
+    "resume": "resumed",
+    "stop": "stopped",
+    "start": "started",
+    "restart": "restarted",
+}
+
+
 def run_control(rt: Runtime, ref: WorkItemRef, verb: str, actor: str) -> dict[str, Any]:
     """Run `the-loop VERB` for `ref` as the operator; refused: exit 1 with the reason."""
     event = Event(
@@ -40,7 +49,7 @@ def run_control(rt: Runtime, ref: WorkItemRef, verb: str, actor: str) -> dict[st
         raise OperationalError(f"{ref}: {verb} {outcome.detail[0].lower()}{outcome.detail[1:]}")
     if outcome.kind.value == "failed":
         raise OperationalError(f"could not {verb} {ref}: {outcome.detail or outcome.reason}")
-    return {"ref": str(ref), "outcome": verb + "d", "detail": outcome.detail}
+    return {"ref": str(ref), "outcome": _DONE.get(verb, verb), "detail": outcome.detail}
 
 
 def hold_for_stop(rt: Runtime, ref: WorkItemRef, actor: str) -> None:

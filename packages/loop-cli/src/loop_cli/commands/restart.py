@@ -105,6 +105,27 @@ def _remote(
     ctx.exit(code)
 
 
+def _console_restart(ctx: click.Context, refs: tuple[str, ...], fmt: str) -> None:
+    """`sessions restart REF... --comment`: the console's restart, recorded on each
+    ticket; exit 1 at the first one refused or failed (those before it are done)."""
+    from ..console import post_control_word, run_control
+    from ..sessions import operator_name
+    from ._common import parse_ref
+
+    items = [parse_ref(r) for r in refs]
+    rt = runtime(ctx)
+    preflight(rt)
+    rows = []
+    for item in items:
+        row = run_control(rt, item, "restart", operator_name())
+        post_control_word(rt, item, "restart", operator_name())
+        rows.append(row)
+        if fmt != "json":
+            click.echo(f"{row['ref']}: {printable(row['detail'])}")
+    if fmt == "json":
+        echo_json(rows)
+
+
 @click.command(epilog="Example: the-loop sessions restart --all --dry-run")
 @click.argument("refs", nargs=-1, metavar="[REF]...", shell_complete=complete_ref)
 @click.option("--all", "all_", is_flag=True, help="Every running session of this host.")
@@ -125,6 +146,11 @@ def _remote(
 )
 @click.option("--dry-run", is_flag=True, help="Say what would happen and why; touch nothing.")
 @click.option("--force", is_flag=True, help="Relaunch running sessions even if up to date.")
+@click.option(
+    "--comment",
+    is_flag=True,
+    help="For REF...: restart as `the-loop restart` on the ticket does, and post it there.",
+)
 @output_option("json")
 @click.pass_context
 def restart(
@@ -136,6 +162,7 @@ def restart(
     wait: float | None,
     dry_run: bool,
     force: bool,
+    comment: bool,
     fmt: str,
 ) -> None:
     """Relaunch sessions (--all or REF...) onto the values env.file declares now.
@@ -144,12 +171,23 @@ def restart(
     its cwd; exit 1 when any relaunch failed or still holds an old value. On a fleet,
     --host NAME / --all-hosts ask those hosts' workers to do the same with their own
     sessions, and report each host (exit 1 when one failed or did not answer).
+    With --comment, each REF is restarted as the control word `the-loop restart` does
+    (relaunched in place, its conversation resumed, whatever its environment; refused
+    when the harness cannot resume) and the word is posted on its ticket.
     """
     from ..host_restart import this_host_selection
     from ..rotation.launcher import require_env_file
     from ..rotation.restart import exit_code, restart_sessions, select
 
     remote = bool(hosts) or all_hosts
+    if comment:
+        if remote or all_ or not refs or dry_run or force:
+            raise UsageError(
+                "--comment restarts the work items named (REF...) as the ticket's "
+                "`the-loop restart` does; it takes no --all, --host, --dry-run or --force"
+            )
+        _console_restart(ctx, refs, fmt)
+        return
     if remote and (all_ or refs):
         raise UsageError("give --host/--all-hosts, or --all, or work item refs: one of them")
     if wait is not None and not remote:
