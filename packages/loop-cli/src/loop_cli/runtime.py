@@ -68,7 +68,7 @@ def build_adapter(harness: HarnessConfig, state: HarnessState | None = None) -> 
             read_dir=read_dir,
         )
     fresh, resume = harness.generic_argv()
-    return GenericAdapter(fresh, resume)
+    return GenericAdapter(fresh, resume, idle_file=harness.idle_file)
 
 
 def build_launcher(config: Config, config_path: Path | None = None) -> Launcher:
