@@ -363,7 +363,7 @@ def _wait_serving(
         if rt.fleet and now - served >= step:
             served = now
             if rt.fence is None or rt.fence.refusal() is None:  # not while fenced out
-                serve_restart_requests(rt)
+                _serve_in_background(rt)
         left = deadline - time.monotonic()
         if left <= 0:
             return
@@ -371,6 +371,23 @@ def _wait_serving(
         if hangup is not None:
             wait = min(wait, HANGUP_POLL_SECONDS)
         stop.wait(wait)
+
+
+_serving: dict[int, threading.Thread] = {}
+
+
+def _serve_in_background(rt: Runtime) -> None:
+    """Serve this host's restart requests in a thread of their own, one at a time: a
+    rollout may wait minutes for sessions to go idle (`--wait-idle`), and the poll
+    cycle and its heartbeat must go on meanwhile."""
+    running = _serving.get(id(rt))
+    if running is not None and running.is_alive():
+        return
+    thread = threading.Thread(
+        target=serve_restart_requests, args=(rt,), name="the-loop-restarts", daemon=True
+    )
+    _serving[id(rt)] = thread
+    thread.start()
 
 
 def serve_restart_requests(rt: Runtime) -> None:

@@ -21,7 +21,7 @@ from .envnames import shown
 from .errors import ConfigError, OperationalError, UsageError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
     from loop_dispatch import Event, HarnessAdapter, SessionRecord, Source, WorkItemRef
     from loop_dispatch.dispatcher import Dispatcher, Outcome
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
     from .ground import Ground
     from .harness_state import HarnessState
-    from .rotation.restart import RestartDeps
+    from .rotation.restart import ActivityReader, RestartDeps
 
 EVENT_SOURCE = "loop-cli"
 RESTART_LOCK_TIMEOUT = 10.0  # sessions restart waits this long for a busy item
@@ -757,6 +757,27 @@ class Runtime:
         claim_socket(self.config, self.loaded.path)
         return [f"{where}: {f.line()}" for f in findings if not f.fatal]
 
+    def activity_reader(self) -> ActivityReader:
+        """Sessions' activity now (issue 25): every pane in one batched tmux call, then
+        the configured adapter's reading (the harness's files first, then the screen).
+        Raises TmuxUnavailable when tmux does not answer."""
+        from .activity import activity_of
+        from .rotation.restart import Look
+
+        adapter, tmux = self.adapter, self.tmux
+
+        def read(records: Sequence[SessionRecord]) -> dict[str, Look]:
+            # Screens always: an "unknown" harness counts idle once its screen is quiet.
+            views = tmux.pane_views([r.tmux_name for r in records], capture=True)
+            out = {}
+            for record in records:
+                view = views.get(record.tmux_name)
+                screen = None if view is None else view.screen
+                out[str(record.work_item)] = Look(activity_of(adapter, record, view), screen)
+            return out
+
+        return read
+
     def restart_deps(self, **overrides: Any) -> RestartDeps:
         """`sessions restart`'s collaborators: the config's adapter, tmux, registry, event
         log and per-item locks, and the env-file launcher (refused when none is set)."""
@@ -784,6 +805,7 @@ class Runtime:
             "tmux": self.tmux,
             "launcher": launcher,
             "adapter_for": adapter_for,
+            "activity": self.activity_reader(),
             "events": self.event_log,
             "lock": lambda ref: item_lock(self.lock_dir, ref, timeout=RESTART_LOCK_TIMEOUT),
             "survival_delay": self.config.harness.survival_seconds,

@@ -191,9 +191,10 @@ def drift_line(
     waiting = None if activity is None else waiting_for_idle(report, activity)
     if auto_roll == "idle":
         return line + f", {waiting or 0} waiting for idle (env.autoRoll: idle rolls them)"
+    line += " - run: the-loop sessions restart --all"
     if waiting:
-        line += f", {waiting} mid-turn or not known idle"
-    return line + " - run: the-loop sessions restart --all"
+        line += f" ({waiting} not idle now: it waits for their turns to end)"
+    return line
 
 
 def status_block(
