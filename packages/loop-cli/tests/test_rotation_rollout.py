@@ -95,7 +95,7 @@ def rig(tmp_path, n, plan, **kw):
 
 def test_a_busy_session_is_relaunched_once_its_turn_ends_under_its_lock(tmp_path, env_file):
     plan = {"local:proj#1": ["busy", "busy", "busy", "idle"], "local:proj#2": ["idle"]}
-    _, tmux, deps, events, script, log, clock = rig(tmp_path, 2, plan)
+    _, _, deps, events, script, log, clock = rig(tmp_path, 2, plan)
 
     rows = restart_sessions(select(True, []), env_file, deps, how=Rollout(wait_idle=60))
 
@@ -156,7 +156,7 @@ def test_still_busy_at_the_deadline_is_left_running_and_reported(tmp_path, env_f
 
 
 def test_busy_restart_relaunches_at_the_deadline(tmp_path, env_file):
-    _, tmux, deps, _, _, _, _ = rig(tmp_path, 1, {"local:proj#1": ["busy"]})
+    _, _, deps, _, _, _, _ = rig(tmp_path, 1, {"local:proj#1": ["busy"]})
 
     how = Rollout(wait_idle=5, busy="restart")
     rows = restart_sessions(select(True, []), env_file, deps, how=how)
@@ -180,7 +180,7 @@ def test_wait_idle_zero_never_waits(tmp_path, env_file):
 def test_unknown_counts_idle_once_its_screen_is_quiet(tmp_path, env_file):
     moving = [Look("unknown", f"frame {i}") for i in range(8)] + [Look("unknown", "still")]
     plan = {"local:proj#1": moving, "local:proj#2": [Look("unknown", None)]}
-    _, tmux, deps, _, _, _, clock = rig(tmp_path, 2, plan, quiet_seconds=3.0)
+    _, tmux, deps, _, _, _, _ = rig(tmp_path, 2, plan, quiet_seconds=3.0)
 
     rows = restart_sessions(select(True, []), env_file, deps, how=Rollout(wait_idle=20))
 
@@ -201,7 +201,9 @@ def test_dry_run_shows_each_verdict_and_touches_nothing(tmp_path, env_file):
     assert "busy now: would wait up to 600s" in rows[0].detail
     assert "idle now: would relaunch at once" in rows[1].detail
     assert rows[0].to_dict()["activity"] == "busy"
-    assert tmux.respawned == [] and log == [] and events.records == []
+    assert tmux.respawned == []
+    assert log == []
+    assert events.records == []
 
 
 def test_auto_roll_records_relaunches_as_auto_and_leaves_busy_ones_unrecorded(tmp_path, env_file):

@@ -138,7 +138,10 @@ def _remote(
     type=click.FloatRange(min=0),
     default=None,
     metavar="SECONDS",
-    help="With --host/--all-hosts: how long to wait for the answers (default: 2 leases + --wait-idle).",
+    help=(
+        "With --host/--all-hosts: how long to wait for the answers "
+        "(default: 2 leases + --wait-idle)."
+    ),
 )
 @click.option(
     "--wait-idle",
