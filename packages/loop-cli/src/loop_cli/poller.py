@@ -228,6 +228,9 @@ def run_forever(
         keeper.extend(lease.fence.deadline)
     drainer = _DrainThread(rt, stop, ground.check)
     drainer.thread.start()
+    from .rotation.autoroll import AutoRoll
+
+    rolling = AutoRoll(rt)  # env.autoRoll: idle (issue 25)
     role = rt.store.role_lock("poller")  # one poller for a fleet; always ours on SQLite
     cycles = 0
     failed = 0  # cycles in a row that raised or could not read the source
@@ -259,6 +262,9 @@ def run_forever(
                     }
                 drainer.drain.wake()
                 summary["hibernated"] = hibernate_idle(rt)
+
+
+                rolling.maybe()
             except Exception as exc:  # recorded; the daemon keeps going
                 error = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
                 summary = cycle_summary(None, error=error)
@@ -290,6 +296,7 @@ def run_forever(
     finally:
         stop.set()
         role.release()
+        rolling.join(15)
         drainer.thread.join(drainer.drain.stop_grace + 15)
         if keeper is not None:
             keeper.close()
