@@ -227,9 +227,11 @@ class HarnessConfig(_Section, frozen=True, kw_only=True):
     pass_env: list[EnvName] = []
     # issue 25: the generic adapter's activity signal, a file the program rewrites with
     # `busy` / `idle` (`{session_id}` allowed); claude-code and codex read their own files.
-    idle_file: Annotated[str, Meta(min_length=1)] | None = None
+    idle_file: str | None = None
 
     def _cross_keys(self) -> None:
+        if self.idle_file is not None and not self.idle_file.strip():
+            raise ValueError("idleFile must be a path, not an empty text")
         if self.idle_file is not None and self.adapter != "generic":
             raise ValueError(
                 f"idleFile is for the generic adapter; {self.adapter} reports its activity "
