@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from loop_cli.autoroll import AutoRoll
 from loop_cli.config import parse_text
 from loop_cli.errors import ConfigError
-from loop_cli.rotation.autoroll import AutoRoll
 from loop_cli.rotation.drift import DriftReport, DriftRow, DriftState, drift_line
 from loop_cli.runtime import build_adapter
 
@@ -77,7 +77,7 @@ class _Rt:
 
 def test_auto_roll_looks_at_most_every_interval_and_one_at_a_time(monkeypatch) -> None:
     looks: list[object] = []
-    monkeypatch.setattr("loop_cli.rotation.autoroll.roll_stale", lambda rt: looks.append(rt))
+    monkeypatch.setattr("loop_cli.autoroll.roll_stale", lambda rt: looks.append(rt))
     now = [0.0]
     rt = _Rt("idle")
     rolling = AutoRoll(rt, every=10.0, clock=lambda: now[0])  # type: ignore[arg-type]

@@ -228,7 +228,7 @@ def run_forever(
         keeper.extend(lease.fence.deadline)
     drainer = _DrainThread(rt, stop, ground.check)
     drainer.thread.start()
-    from .rotation.autoroll import AutoRoll
+    from .autoroll import AutoRoll
 
     rolling = AutoRoll(rt)  # env.autoRoll: idle (issue 25)
     role = rt.store.role_lock("poller")  # one poller for a fleet; always ours on SQLite

@@ -16,10 +16,10 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from .restart import DEFAULT_WORKERS, Rollout, Row, restart_sessions
+from .rotation.restart import DEFAULT_WORKERS, Rollout, Row, restart_sessions
 
 if TYPE_CHECKING:
-    from ..runtime import Runtime
+    from .runtime import Runtime
 
 __all__ = ["AUTO_ROLL_SECONDS", "AutoRoll", "roll_stale"]
 
@@ -29,8 +29,8 @@ AUTO_ROLL_SECONDS = 10.0
 
 def roll_stale(rt: Runtime, max_parallel: int = DEFAULT_WORKERS) -> list[Row]:
     """One look: relaunch this host's stale sessions that are idle now."""
-    from ..host_restart import this_host_selection
-    from .launcher import require_env_file
+    from .host_restart import this_host_selection
+    from .rotation.launcher import require_env_file
 
     env = require_env_file(rt.config)
     how = Rollout(wait_idle=0, busy="skip", max_parallel=max_parallel, auto=True)
