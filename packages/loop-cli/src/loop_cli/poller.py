@@ -262,8 +262,6 @@ def run_forever(
                     }
                 drainer.drain.wake()
                 summary["hibernated"] = hibernate_idle(rt)
-
-
                 rolling.maybe()
             except Exception as exc:  # recorded; the daemon keeps going
                 error = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
