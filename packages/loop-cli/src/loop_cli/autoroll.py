@@ -2,9 +2,10 @@
 
 After an env-file rotation nobody has to run `sessions restart`: every
 `AUTO_ROLL_SECONDS` (debounced: not every cycle, and never two runs at once) the daemon
-runs the restart of this host's own stale sessions with no wait (`--wait-idle 0`):
-each session idle at that look is relaunched under its item's lock, a busy one is left
-for a later look, unrecorded. Relaunches are recorded as `session.env_restart` with
+runs the restart of this host's own stale sessions with a short wait
+(`AUTO_ROLL_WAIT`, long enough for a harness without a signal to show a still screen):
+each session idle then is relaunched under its item's lock, a busy one is left for a
+later look, unrecorded. Relaunches are recorded as `session.env_restart` with
 `auto: true`, at most `max_parallel` respawns in flight at once. It runs in a thread
 of its own, so the poll cycle and its heartbeat go on.
 """
@@ -21,19 +22,22 @@ from .rotation.restart import DEFAULT_WORKERS, Rollout, Row, restart_sessions
 if TYPE_CHECKING:
     from .runtime import Runtime
 
-__all__ = ["AUTO_ROLL_SECONDS", "AutoRoll", "roll_stale"]
+__all__ = ["AUTO_ROLL_SECONDS", "AUTO_ROLL_WAIT", "AutoRoll", "roll_stale"]
 
 AUTO_ROLL_SECONDS = 10.0
 """The least time between two looks for stale sessions."""
+AUTO_ROLL_WAIT = 5.0
+"""How long one look waits for a session to go idle (an "unknown" one needs its screen
+still for 3 s) before leaving it for the next look."""
 
 
 def roll_stale(rt: Runtime, max_parallel: int = DEFAULT_WORKERS) -> list[Row]:
-    """One look: relaunch this host's stale sessions that are idle now."""
+    """One look: relaunch this host's stale sessions that are idle within AUTO_ROLL_WAIT."""
     from .host_restart import this_host_selection
     from .rotation.launcher import require_env_file
 
     env = require_env_file(rt.config)
-    how = Rollout(wait_idle=0, busy="skip", max_parallel=max_parallel, auto=True)
+    how = Rollout(wait_idle=AUTO_ROLL_WAIT, busy="skip", max_parallel=max_parallel, auto=True)
     return restart_sessions(this_host_selection(rt), env, rt.restart_deps(), how=how)
 
 
