@@ -63,5 +63,12 @@ def test_auto_roll_relaunches_at_the_idle_moment_and_leaves_a_busy_one(
         assert starts[-1]["env_fp"]["API_TOKEN"] == fp(dep.new)
         status = dep.run("status").stdout
         assert "stale environment" not in status
+        # the generic harness has no signal here (no harness.idleFile): unknown, shown
+        assert dep.sessions()[ref]["activity"] == "unknown"
+        data = json.loads(dep.run("status", "-o", "json").stdout)
+        assert data["activity"] == [
+            {"workItem": ref, "tmuxName": dep.sessions()[ref]["tmuxName"], "activity": "unknown"}
+        ]
+        assert data["sessions"]["activity"]["unknown"] == 1
     finally:
         rt.close()
