@@ -31,7 +31,7 @@ def _activity(rt) -> dict[str, str | None]:
 
     records = rt.store.registry.list("active")
     views = live_views(rt.tmux, records, read_fleet(rt.tmux), capture=True)
-    return activities(rt.adapter, records, views)
+    return activities(rt.adapter_of, records, views)
 
 
 def _wait(predicate, limit: float, step: float = 0.3):

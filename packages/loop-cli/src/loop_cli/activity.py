@@ -8,7 +8,7 @@ than the configured one are "unknown": their files are not this adapter's to rea
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from .fleet import LIVE, Fleet
@@ -40,23 +40,30 @@ def live_views(
 
 
 def activity_of(
-    adapter: HarnessAdapter, record: SessionRecord, view: PaneView | None
+    adapter: HarnessAdapter | None, record: SessionRecord, view: PaneView | None
 ) -> str | None:
-    """One session's activity; None when its pane is not live (nothing runs)."""
+    """One session's activity; None when its pane is not live (nothing runs).
+    `adapter`: the one that started it (None: another harness's, "unknown")."""
     if view is None or view.dead:
         return None
-    if record.harness != adapter.name:
+    if adapter is None or record.harness != adapter.name:
         return "unknown"
     return adapter.activity(view, record.conversation_id)
 
 
 def activities(
-    adapter: HarnessAdapter,
+    adapter_of: Callable[[SessionRecord], HarnessAdapter | None],
     records: Iterable[SessionRecord],
     views: Mapping[str, PaneView | None],
 ) -> dict[str, str | None]:
-    """ref -> activity (None for a session without a live pane)."""
-    return {str(r.work_item): activity_of(adapter, r, views.get(r.tmux_name)) for r in records}
+    """ref -> activity (None for a session without a live pane), each read by the
+    adapter of the harness that started it."""
+    out: dict[str, str | None] = {}
+    for record in records:
+        view = views.get(record.tmux_name)
+        live = view is not None and not view.dead  # the adapter is looked up for live ones
+        out[str(record.work_item)] = activity_of(adapter_of(record), record, view) if live else None
+    return out
 
 
 def counts(found: Mapping[str, str | None]) -> dict[str, int]:

@@ -757,6 +757,18 @@ class Runtime:
         claim_socket(self.config, self.loaded.path)
         return [f"{where}: {f.line()}" for f in findings if not f.fatal]
 
+    def adapter_of(self, record: SessionRecord) -> HarnessAdapter | None:
+        """The adapter of the harness that started this session, or None when that is
+        not the one configured for it now. A conversation is resumed (and its files
+        read) only by the harness that started it: the named harness recorded for the
+        item (issue 27), with its project's extra args."""
+        from . import harness_choice
+
+        ref = record.work_item
+        name = harness_choice.in_force(self.config, harness_choice.read(self.store, ref))
+        adapter = self.dispatcher_for(ref.project, name)[1].adapter
+        return adapter if adapter.name == record.harness else None
+
     def activity_reader(self) -> ActivityReader:
         """Sessions' activity now (issue 25): every pane in one batched tmux call, then
         the configured adapter's reading (the harness's files first, then the screen).
@@ -764,7 +776,7 @@ class Runtime:
         from .activity import activity_of
         from .rotation.restart import Look
 
-        adapter, tmux = self.adapter, self.tmux
+        tmux = self.tmux
 
         def read(records: Sequence[SessionRecord]) -> dict[str, Look]:
             # Screens always: an "unknown" harness counts idle once its screen is quiet.
@@ -773,7 +785,8 @@ class Runtime:
             for record in records:
                 view = views.get(record.tmux_name)
                 screen = None if view is None else view.screen
-                out[str(record.work_item)] = Look(activity_of(adapter, record, view), screen)
+                found = activity_of(self.adapter_of(record), record, view)
+                out[str(record.work_item)] = Look(found, screen)
             return out
 
         return read
@@ -790,15 +803,9 @@ class Runtime:
         if not isinstance(launcher, EnvFileLauncher) or launcher.file is None:
             # require_env_file refuses before this
             raise UsageError("no env file configured (key env.file)")
-        from . import harness_choice
 
         def adapter_for(record: SessionRecord) -> AdapterLike | None:
-            # A conversation is resumed only by the harness that started it: the named
-            # harness recorded for the item (issue 27), with its project's extra args.
-            ref = record.work_item
-            name = harness_choice.in_force(self.config, harness_choice.read(self.store, ref))
-            adapter = self.dispatcher_for(ref.project, name)[1].adapter
-            return adapter if adapter.name == record.harness else None
+            return self.adapter_of(record)
 
         values: dict[str, Any] = {
             "registry": self.store.registry,

@@ -51,7 +51,7 @@ def list_rows(rt: Runtime) -> list[dict[str, Any]]:
     holds = rt.store.controls.all() if rt.has_state else {}
     active = [r for r in records if r.active]
     views = live_views(rt.tmux, active, fleet, capture=rt.adapter.reads_screen) if active else {}
-    doing = activities(rt.adapter, active, views)
+    doing = activities(rt.adapter_of, active, views)
     for rec in records:
         hold = holds.get(str(rec.work_item))
         kept = "" if rec.active else kept_reason(rt, rec.work_item, fleet.presence(rec.tmux_name))

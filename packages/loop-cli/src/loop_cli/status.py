@@ -125,7 +125,7 @@ def collect_status(rt: Runtime, now: datetime | None = None) -> dict[str, Any]:
     active = [r for r in records if r.active]
     # Every live pane in one batched tmux call: activity and dialogs both read it.
     views = live_views(rt.tmux, active, fleet, capture=rt.adapter.reads_screen)
-    doing = activities(rt.adapter, active, views)
+    doing = activities(rt.adapter_of, active, views)
     status["sessions"]["activity"] = activity_counts(doing)
     status["activity"] = [
         {"workItem": str(r.work_item), "tmuxName": r.tmux_name, "activity": doing[str(r.work_item)]}
