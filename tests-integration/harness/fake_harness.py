@@ -32,7 +32,10 @@ Contract (other packages' tests rely on it; change it only compatibly):
   terminal is ready, and with ``CLAUDE_CONFIG_DIR`` set it also appends each user turn
   (the prompt, each message) as Claude Code does, ``{"type": "user", "message":
   {"role": "user", "content": TEXT}}``, to ``$CLAUDE_CONFIG_DIR/projects/fake/<ID>.jsonl``
-  (the receipts the claude-code adapter reads).
+  (the receipts the claude-code adapter reads), and when that turn is over (at once, or
+  after ``FAKE_HARNESS_TURN_SECONDS``) its end as Claude Code 2.1.332 writes it: an
+  ``assistant`` record with ``stop_reason: end_turn`` and a ``system`` record with
+  ``subtype: turn_duration`` (the activity signal the adapter reads).
 * It shows a one-line status on its screen per message (``[fake-harness] message N``)
   so ``capture-pane`` has something to read.
 * ``FAKE_HARNESS_TURN_SECONDS=S`` models a turn's work, as Claude Code's: after each
@@ -79,6 +82,23 @@ class Conversation:
         record = {"type": "user", "message": {"role": "user", "content": text}}
         with self.claude_path.open("a", encoding="utf-8") as handle:
             handle.write(json.dumps(record) + "\n")
+
+    def turn_end(self, seconds: float) -> None:
+        """Claude Code's records of a turn that ended (only with CLAUDE_CONFIG_DIR)."""
+        if self.claude_path is None:
+            return
+        reply = {
+            "type": "assistant",
+            "message": {
+                "role": "assistant",
+                "type": "message",
+                "stop_reason": "end_turn",
+                "content": [{"type": "text", "text": "ok"}],
+            },
+        }
+        ended = {"type": "system", "subtype": "turn_duration", "durationMs": int(seconds * 1000)}
+        with self.claude_path.open("a", encoding="utf-8") as handle:
+            handle.write(json.dumps(reply) + "\n" + json.dumps(ended) + "\n")
 
     def append(self, record: dict) -> None:
         record.setdefault("pid", os.getpid())
@@ -217,6 +237,8 @@ def main(argv: list[str]) -> int:
         edit_file(f"message {count}")
         convo.append({"event": "message", "text": text, "bracketed": bracketed})
         convo.user_turn(text)
+        if not turn_seconds:
+            convo.turn_end(0)
         if tty:
             os.write(sys.stdout.fileno(), f"[fake-harness] message {count}\r\n".encode())
 
@@ -250,6 +272,8 @@ def main(argv: list[str]) -> int:
         convo.user_turn(prompt)
         if turn_seconds:
             busy_until = time.monotonic() + turn_seconds
+        else:
+            convo.turn_end(0)
     reader = PasteReader(on_message)
     begun = time.monotonic()
     try:
@@ -263,6 +287,7 @@ def main(argv: list[str]) -> int:
                 if now >= busy_until:
                     busy_until = None
                     convo.append({"event": "turn_done", "turn": count})
+                    convo.turn_end(turn_seconds)
                     if tty:
                         os.write(sys.stdout.fileno(), b"\r\x1b[K[fake-harness] idle\r\n")
                 elif tty:

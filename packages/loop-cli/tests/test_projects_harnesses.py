@@ -86,7 +86,8 @@ GITHUB: dict[str, Any] = {
         (
             {"harnesses": {"x": {"passEnv": ["GITHUB_TOKEN"]}}},
             "harnesses.x.passEnv: GITHUB_TOKEN is a credential of the daemon "
-            "(github.tokenEnv / webhook.secretEnv / jira.*Env) and never reaches an agent",
+            "(github.tokenEnv / webhook.secretEnv / jira.*Env / api.tokenEnv) and never "
+            "reaches an agent",
         ),
     ],
 )

@@ -147,3 +147,18 @@ def test_all_hosts_reports_each_host_answered_failed_expired_or_silent(
     assert [(h["host"], h["state"], h["requestState"]) for h in data["hosts"]] == [
         ("host-d", "no-answer", "pending")
     ]
+
+
+def test_rollout_options_round_trip_and_bad_ones_are_refused() -> None:
+    """What `--all-hosts` stores is what the host runs; options it cannot honour (a
+    hand-edited row) are a one-line refusal recorded for the asker, never a traceback."""
+    from loop_cli.errors import UsageError
+    from loop_cli.host_restart import rollout_from, rollout_options
+    from loop_cli.rotation.restart import Rollout
+
+    how = Rollout(wait_idle=30, busy="restart", max_parallel=2)
+    assert rollout_from(rollout_options(how)) == how
+    assert rollout_from({}) == Rollout()
+    for bad in ({"busy": "kill"}, {"maxParallel": "x"}, {"waitIdle": -1}, {"error": "unreadable"}):
+        with pytest.raises(UsageError, match=r"restart request options|--busy|--max|--wait"):
+            rollout_from(bad)

@@ -67,3 +67,17 @@ def test_the_result_keeps_counts_and_a_one_line_error_only() -> None:
         "exitCode": 2,
         "error": "no env file configured (key env.file)",
     }
+
+
+def test_a_request_carries_its_rollout_options_to_the_host(store: Store) -> None:
+    """Issue 25: `--all-hosts --wait-idle 30 --busy restart --max-parallel 2` reaches each
+    host's worker as asked; a request written without options reads as none."""
+    requests = RestartRequests(store)
+    options = {"waitIdle": 30.0, "busy": "restart", "maxParallel": 2}
+    (asked,) = requests.request(["host-a"], by="ctl", options=options)
+    (plain,) = requests.request(["host-b"], by="ctl")
+    (taken,) = requests.take("host-a", "host-a/1/1")
+    assert taken.options == options
+    assert taken.as_dict()["options"] == options
+    assert requests.get([plain.id])[0].options == {}
+    assert asked.options == options

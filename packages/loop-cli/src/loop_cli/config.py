@@ -225,8 +225,18 @@ class HarnessConfig(_Section, frozen=True, kw_only=True):
     receipt_seconds: Annotated[Seconds, Meta(gt=0, le=300)] = 10.0
     # issue 10: names an agent may see beyond the allowlist (see docs/security.md).
     pass_env: list[EnvName] = []
+    # issue 25: the generic adapter's activity signal, a file the program rewrites with
+    # `busy` / `idle` (`{session_id}` allowed); claude-code and codex read their own files.
+    idle_file: str | None = None
 
     def _cross_keys(self) -> None:
+        if self.idle_file is not None and not self.idle_file.strip():
+            raise ValueError("idleFile must be a path, not an empty text")
+        if self.idle_file is not None and self.adapter != "generic":
+            raise ValueError(
+                f"idleFile is for the generic adapter; {self.adapter} reports its activity "
+                "from its own conversation files"
+            )
         if self.adapter == "generic":
             if self.binary is not None:
                 raise ValueError("binary is for claude-code and codex; generic uses argv")
@@ -304,6 +314,13 @@ class WebhookConfig(_Section, frozen=True, kw_only=True):
 
 class EnvConfig(_Section, frozen=True, kw_only=True):
     file: Path | None = None
+    # issue 25: "idle" makes the poll daemon relaunch each stale session at its next
+    # idle moment (a turn is never cut); "off" leaves rotation to `sessions restart`.
+    auto_roll: Literal["off", "idle"] = "off"
+
+    def _cross_keys(self) -> None:
+        if self.auto_roll == "idle" and self.file is None:
+            raise ValueError("autoRoll: idle needs env.file (what sessions are rolled onto)")
 
 
 class EventLogConfig(_Section, frozen=True, kw_only=True):

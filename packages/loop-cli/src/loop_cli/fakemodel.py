@@ -11,24 +11,34 @@ It speaks just enough of two wire formats, streaming as the real services do:
 
 Every request is recorded (path and JSON body), so a test asks what the model really saw
 rather than what the-loop says it sent. The reply is a short fixed text naming how many
-user turns the request carried: the agents stay idle between turns. Only a user turn
-that carries `LOOP-FAKE-TOOL:bash` (or `:write`, `:question`: Claude Code's) gets a
-tool call instead, once (a request that already answers a tool call gets the text): so
-a test can make the real CLI draw its permission, question or approval prompt.
+user turns the request carried and the reply's own id: the agents stay idle between
+turns. Only a user turn that carries `LOOP-FAKE-TOOL:bash` (or `:write`, `:question`:
+Claude Code's) gets a tool call instead, once (a request that already answers a tool
+call gets the text): so a test can make the real CLI draw its permission, question or
+approval prompt.
+
+A turn can be held open: when the request's newest user turn holds `loop-hold-<N>s`, the
+reply streams for about N seconds (a text delta every quarter second, as a slow model
+streams tokens; the Messages API's `ping` events keep the stream alive the same way).
+Every streamed reply is recorded as a `Response`: begun, and whether the last byte of
+it was written to a client still connected (`whole`), so a test can prove no turn was
+cut by a restart.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import socket
 import threading
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["FakeModelServer", "Request", "user_texts"]
+__all__ = ["FakeModelServer", "Request", "Response", "hold_marker", "user_texts"]
 
 REPLY = "Noted."
 TOOL_MARK = "LOOP-FAKE-TOOL:"
@@ -41,6 +51,14 @@ _CODEX_SHELLS: dict[str, dict[str, Any]] = {
     "shell_command": {"command": TOOL_COMMAND, **_ESCALATE},
     "exec_command": {"cmd": TOOL_COMMAND, **_ESCALATE},
 }
+
+TICK = 0.25  # seconds between the deltas of a held reply
+_HOLD = re.compile(r"loop-hold-(\d{1,3}(?:\.\d+)?)s")
+
+
+def hold_marker(seconds: float) -> str:
+    """The text that makes the fake model hold its reply open for `seconds`."""
+    return f"loop-hold-{seconds:g}s"
 
 
 @dataclass(frozen=True)
@@ -55,6 +73,20 @@ class Request:
     @property
     def api(self) -> str:
         return "responses" if self.path.rstrip("/").endswith("/responses") else "messages"
+
+
+@dataclass
+class Response:
+    """One streamed reply: `began` when its first byte went out, `whole` once its last
+    byte was written to a client that was still there (False: the client went away
+    mid-stream, the turn was cut; None: still streaming)."""
+
+    id: str
+    path: str
+    began: float
+    held: float
+    whole: bool | None = None
+    error: str | None = None
 
 
 def _texts(content: Any) -> Iterator[str]:
@@ -123,7 +155,11 @@ def _sse(event: str, data: dict[str, Any]) -> bytes:
     return f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
 
 
-def _anthropic_stream(model: str, text: str) -> Iterator[bytes]:
+def _ticks(held: float) -> int:
+    return int(held / TICK) if held > 0 else 0
+
+
+def _anthropic_stream(model: str, text: str, held: float = 0.0) -> Iterator[bytes]:
     mid = f"msg_{uuid.uuid4().hex[:24]}"
     usage = {"input_tokens": 10, "output_tokens": 0}
     message: dict[str, Any] = {
@@ -141,6 +177,17 @@ def _anthropic_stream(model: str, text: str) -> Iterator[bytes]:
         "content_block_start",
         {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
     )
+    for _ in range(_ticks(held)):
+        time.sleep(TICK)
+        yield _sse("ping", {"type": "ping"})
+        yield _sse(
+            "content_block_delta",
+            {
+                "type": "content_block_delta",
+                "index": 0,
+                "delta": {"type": "text_delta", "text": "."},
+            },
+        )
     yield _sse(
         "content_block_delta",
         {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}},
@@ -245,7 +292,7 @@ def _anthropic_message(model: str, text: str) -> dict[str, Any]:
     }
 
 
-def _responses_stream(model: str, text: str) -> Iterator[bytes]:
+def _responses_stream(model: str, text: str, held: float = 0.0) -> Iterator[bytes]:
     rid = f"resp_{uuid.uuid4().hex[:24]}"
     item_id = f"msg_{uuid.uuid4().hex[:24]}"
     base = {"id": rid, "object": "response", "model": model, "output": []}
@@ -258,6 +305,19 @@ def _responses_stream(model: str, text: str) -> Iterator[bytes]:
         "response.output_item.added",
         {"type": "response.output_item.added", "output_index": 0, "item": {**item, "content": []}},
     )
+    dots = _ticks(held)
+    for _ in range(dots):
+        time.sleep(TICK)
+        yield _sse(
+            "response.output_text.delta",
+            {
+                "type": "response.output_text.delta",
+                "item_id": item_id,
+                "output_index": 0,
+                "content_index": 0,
+                "delta": ".",
+            },
+        )
     yield _sse(
         "response.output_text.delta",
         {
@@ -268,6 +328,7 @@ def _responses_stream(model: str, text: str) -> Iterator[bytes]:
             "delta": text,
         },
     )
+    text = "." * dots + text
     done = {
         **item,
         "status": "completed",
@@ -303,16 +364,42 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def _stream(self, chunks: Iterator[bytes]) -> None:
+    def _stream(self, chunks: Iterator[bytes], response: Response) -> None:
+        """Stream the chunks, recording whether the client took the reply whole: a
+        client that went away makes a write fail (reset, broken pipe) or has closed
+        its end before the last chunk (a peek at the socket sees it gone)."""
+        self.server.began(response)
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Connection", "close")
         self.end_headers()
-        for chunk in chunks:
-            self.wfile.write(chunk)
-            self.wfile.flush()
         self.close_connection = True
+        try:
+            for chunk in chunks:
+                if self._client_gone():
+                    raise ConnectionResetError("the client closed the connection mid-reply")
+                self.wfile.write(chunk)
+                self.wfile.flush()
+        except OSError as err:
+            self.server.ended(response, False, f"{type(err).__name__}: {err}")
+            return
+        self.server.ended(response, True, None)
+
+    def _client_gone(self) -> bool:
+        """Has the client closed its end (EOF or reset waiting on the socket)?"""
+        sock = self.connection
+        try:
+            sock.setblocking(False)
+            try:
+                data: bytes = sock.recv(1, socket.MSG_PEEK)
+            finally:
+                sock.setblocking(True)
+        except (BlockingIOError, InterruptedError):
+            return False  # nothing to read: still connected
+        except OSError:
+            return True
+        return data == b""
 
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0].rstrip("/")
@@ -339,35 +426,55 @@ class _Handler(BaseHTTPRequestHandler):
             body = {}
         self.server.record(Request(path, body))
         model = str(body.get("model") or "fake-model")
-        turns = len(user_texts(body))
-        text = f"{REPLY} ({turns} user turn{'s' if turns != 1 else ''} seen)"
+        turns = user_texts(body)
+        held = _held(turns)
+        reply_id = f"reply-{uuid.uuid4().hex[:12]}"
+        count = len(turns)
+        text = f"{REPLY} ({count} user turn{'s' if count != 1 else ''} seen) [{reply_id}]"
+        response = Response(reply_id, path, time.monotonic(), held)
         tool = wanted_tool(body)
         if path.rstrip("/").endswith("/count_tokens"):
             self._reply(200, {"input_tokens": 10})
         elif path.rstrip("/").endswith("/responses"):
             if tool is not None:
-                self._stream(_responses_tool_stream(model, body))
+                self._stream(_responses_tool_stream(model, body), response)
             else:
-                self._stream(_responses_stream(model, text))
+                self._stream(_responses_stream(model, text, held), response)
         elif path.rstrip("/").endswith("/messages"):
             if body.get("stream") and tool is not None:
-                self._stream(_anthropic_tool_stream(model, tool))
+                self._stream(_anthropic_tool_stream(model, tool), response)
             elif body.get("stream"):
-                self._stream(_anthropic_stream(model, text))
+                self._stream(_anthropic_stream(model, text, held), response)
             else:
                 self._reply(200, _anthropic_message(model, text))
         else:
             self._reply(404, {"error": {"type": "not_found", "message": path}})
 
 
+def _held(turns: list[str]) -> float:
+    """Seconds to hold the reply open: the newest user turn's `loop-hold-<N>s`, else 0."""
+    found = _HOLD.search(turns[-1]) if turns else None
+    return float(found.group(1)) if found else 0.0
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     requests: list[Request]
+    responses: list[Response]
     lock: threading.Lock
 
     def record(self, request: Request) -> None:
         with self.lock:
             self.requests.append(request)
+
+    def began(self, response: Response) -> None:
+        with self.lock:
+            self.responses.append(response)
+
+    def ended(self, response: Response, whole: bool, error: str | None) -> None:
+        with self.lock:
+            response.whole = whole
+            response.error = error
 
 
 @dataclass
@@ -380,6 +487,7 @@ class FakeModelServer:
     def start(self) -> FakeModelServer:
         server = _Server(("127.0.0.1", self.port), _Handler)
         server.requests = []
+        server.responses = []
         server.lock = threading.Lock()
         self._server = server
         self.port = server.server_address[1]
@@ -406,6 +514,12 @@ class FakeModelServer:
         assert self._server is not None, "the server is not running"
         with self._server.lock:
             return list(self._server.requests)
+
+    def responses(self) -> list[Response]:
+        """Every streamed reply begun so far, in order (copies: they change while streaming)."""
+        assert self._server is not None, "the server is not running"
+        with self._server.lock:
+            return [replace(r) for r in self._server.responses]
 
     def user_turns_seen(self) -> list[list[str]]:
         """The user turns of each conversation request, in arrival order."""

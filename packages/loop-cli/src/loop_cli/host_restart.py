@@ -25,7 +25,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .errors import LoopError, UsageError
-from .rotation.restart import Row, Selection, exit_code, restart_sessions
+from .rotation.restart import (
+    SKIPPED_BUSY_EXIT,
+    Rollout,
+    Row,
+    Selection,
+    exit_code,
+    restart_sessions,
+)
 
 if TYPE_CHECKING:
     from loop_dispatch.hostrestarts import RestartRequest
@@ -53,10 +60,16 @@ class HostAnswer:
     request_state: str  # the stored request's own: pending, taken or done
 
     @property
+    def skipped_busy(self) -> bool:
+        """The host left a session running because it stayed mid-turn (its exit 3)."""
+        return bool(self.result and self.result.get("counts", {}).get("skipped-busy"))
+
+    @property
     def failed(self) -> bool:
         if self.state != "done" or self.result is None:
             return True
-        return bool(self.result.get("error")) or int(self.result.get("exitCode", 1)) != 0
+        code = int(self.result.get("exitCode", 1))
+        return bool(self.result.get("error")) or code not in (0, SKIPPED_BUSY_EXIT)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -86,11 +99,33 @@ def counts(rows: Sequence[Row]) -> dict[str, int]:
     return dict(Counter(r.outcome.value for r in rows))
 
 
-def restart_here(rt: Runtime, env: EnvFile, *, force: bool, dry_run: bool) -> list[Row]:
+def restart_here(
+    rt: Runtime, env: EnvFile, *, force: bool, dry_run: bool, how: Rollout | None = None
+) -> list[Row]:
     """This host's own sessions, restarted as `sessions restart --all` does."""
     return restart_sessions(
-        this_host_selection(rt), env, rt.restart_deps(), dry_run=dry_run, force=force
+        this_host_selection(rt), env, rt.restart_deps(), dry_run=dry_run, force=force, how=how
     )
+
+
+def rollout_options(how: Rollout) -> dict[str, Any]:
+    """A request's rollout options as stored (JSON)."""
+    return {"waitIdle": how.wait_idle, "busy": how.busy, "maxParallel": how.max_parallel}
+
+
+def rollout_from(options: dict[str, Any]) -> Rollout:
+    """The rollout a request asks for (the defaults for an older request without
+    options); UsageError for options this host cannot honour."""
+    if options.get("error"):
+        raise UsageError(f"restart request options: {options['error']}")
+    try:
+        return Rollout(
+            wait_idle=float(options.get("waitIdle", Rollout.wait_idle)),
+            busy=str(options.get("busy", Rollout.busy)),
+            max_parallel=int(options.get("maxParallel", Rollout.max_parallel)),
+        )
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"restart request options: {exc}") from None
 
 
 def target_hosts(rt: Runtime, names: Sequence[str], all_hosts: bool) -> list[str]:
@@ -129,6 +164,7 @@ def request_restarts(
     force: bool,
     dry_run: bool,
     wait: float,
+    how: Rollout | None = None,
     on_answer: Callable[[HostAnswer], None] | None = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> list[HostAnswer]:
@@ -140,7 +176,11 @@ def request_restarts(
 
     requests = RestartRequests(rt.store)
     by = f"{rt.host_name}/{os.getpid()}"
-    made = {r.id: r for r in requests.request(hosts, by=by, force=force, dry_run=dry_run)}
+    options = None if how is None else rollout_options(how)
+    made = {
+        r.id: r
+        for r in requests.request(hosts, by=by, force=force, dry_run=dry_run, options=options)
+    }
     answers: dict[int, HostAnswer] = {}
 
     def answer(request: RestartRequest, state: str) -> None:
@@ -185,7 +225,8 @@ def serve_requests(rt: Runtime) -> list[RestartRequest]:
     for request in requests.take(rt.host_name, host_owner(rt.host_name)):
         try:
             env = require_env_file(rt.config)
-            rows = restart_here(rt, env, force=request.force, dry_run=request.dry_run)
+            how = rollout_from(request.options)
+            rows = restart_here(rt, env, force=request.force, dry_run=request.dry_run, how=how)
             result = summary(counts(rows), exit_code=exit_code(rows))
         except LoopError as exc:
             result = summary({}, exit_code=exc.exit_code, error=str(exc))
@@ -202,6 +243,7 @@ def serve_requests(rt: Runtime) -> list[RestartRequest]:
                 "requested_by": request.requested_by,
                 "force": request.force,
                 "dry_run": request.dry_run,
+                "options": request.options,
                 **result,
             },
         )

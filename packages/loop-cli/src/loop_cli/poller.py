@@ -228,6 +228,9 @@ def run_forever(
         keeper.extend(lease.fence.deadline)
     drainer = _DrainThread(rt, stop, ground.check)
     drainer.thread.start()
+    from .autoroll import AutoRoll
+
+    rolling = AutoRoll(rt)  # env.autoRoll: idle (issue 25)
     role = rt.store.role_lock("poller")  # one poller for a fleet; always ours on SQLite
     cycles = 0
     failed = 0  # cycles in a row that raised or could not read the source
@@ -259,6 +262,7 @@ def run_forever(
                     }
                 drainer.drain.wake()
                 summary["hibernated"] = hibernate_idle(rt)
+                rolling.maybe()
             except Exception as exc:  # recorded; the daemon keeps going
                 error = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
                 summary = cycle_summary(None, error=error)
@@ -290,6 +294,7 @@ def run_forever(
     finally:
         stop.set()
         role.release()
+        rolling.join(15)
         drainer.thread.join(drainer.drain.stop_grace + 15)
         if keeper is not None:
             keeper.close()
@@ -363,7 +368,7 @@ def _wait_serving(
         if rt.fleet and now - served >= step:
             served = now
             if rt.fence is None or rt.fence.refusal() is None:  # not while fenced out
-                serve_restart_requests(rt)
+                _serve_in_background(rt)
         left = deadline - time.monotonic()
         if left <= 0:
             return
@@ -371,6 +376,23 @@ def _wait_serving(
         if hangup is not None:
             wait = min(wait, HANGUP_POLL_SECONDS)
         stop.wait(wait)
+
+
+_serving: dict[int, threading.Thread] = {}
+
+
+def _serve_in_background(rt: Runtime) -> None:
+    """Serve this host's restart requests in a thread of their own, one at a time: a
+    rollout may wait minutes for sessions to go idle (`--wait-idle`), and the poll
+    cycle and its heartbeat must go on meanwhile."""
+    running = _serving.get(id(rt))
+    if running is not None and running.is_alive():
+        return
+    thread = threading.Thread(
+        target=serve_restart_requests, args=(rt,), name="the-loop-restarts", daemon=True
+    )
+    _serving[id(rt)] = thread
+    thread.start()
 
 
 def serve_restart_requests(rt: Runtime) -> None:

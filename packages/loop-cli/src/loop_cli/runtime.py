@@ -21,7 +21,7 @@ from .envnames import shown
 from .errors import ConfigError, OperationalError, UsageError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
     from loop_dispatch import Event, HarnessAdapter, SessionRecord, Source, WorkItemRef
     from loop_dispatch.dispatcher import Dispatcher, Outcome
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
     from .ground import Ground
     from .harness_state import HarnessState
-    from .rotation.restart import RestartDeps
+    from .rotation.restart import ActivityReader, RestartDeps
 
 EVENT_SOURCE = "loop-cli"
 RESTART_LOCK_TIMEOUT = 10.0  # sessions restart waits this long for a busy item
@@ -68,7 +68,7 @@ def build_adapter(harness: HarnessConfig, state: HarnessState | None = None) -> 
             read_dir=read_dir,
         )
     fresh, resume = harness.generic_argv()
-    return GenericAdapter(fresh, resume)
+    return GenericAdapter(fresh, resume, idle_file=harness.idle_file)
 
 
 def build_launcher(config: Config, config_path: Path | None = None) -> Launcher:
@@ -775,6 +775,40 @@ class Runtime:
         claim_socket(self.config, self.loaded.path)
         return [f"{where}: {f.line()}" for f in findings if not f.fatal]
 
+    def adapter_of(self, record: SessionRecord) -> HarnessAdapter | None:
+        """The adapter of the harness that started this session, or None when that is
+        not the one configured for it now. A conversation is resumed (and its files
+        read) only by the harness that started it: the named harness recorded for the
+        item (issue 27), with its project's extra args."""
+        from . import harness_choice
+
+        ref = record.work_item
+        name = harness_choice.in_force(self.config, harness_choice.read(self.store, ref))
+        adapter = self.dispatcher_for(ref.project, name)[1].adapter
+        return adapter if adapter.name == record.harness else None
+
+    def activity_reader(self) -> ActivityReader:
+        """Sessions' activity now (issue 25): every pane in one batched tmux call, then
+        the configured adapter's reading (the harness's files first, then the screen).
+        Raises TmuxUnavailable when tmux does not answer."""
+        from .activity import activity_of
+        from .rotation.restart import Look
+
+        tmux = self.tmux
+
+        def read(records: Sequence[SessionRecord]) -> dict[str, Look]:
+            # Screens always: an "unknown" harness counts idle once its screen is quiet.
+            views = tmux.pane_views([r.tmux_name for r in records], capture=True)
+            out = {}
+            for record in records:
+                view = views.get(record.tmux_name)
+                screen = None if view is None else view.screen
+                found = activity_of(self.adapter_of(record), record, view)
+                out[str(record.work_item)] = Look(found, screen)
+            return out
+
+        return read
+
     def restart_deps(self, **overrides: Any) -> RestartDeps:
         """`sessions restart`'s collaborators: the config's adapter, tmux, registry, event
         log and per-item locks, and the env-file launcher (refused when none is set)."""
@@ -787,21 +821,16 @@ class Runtime:
         if not isinstance(launcher, EnvFileLauncher) or launcher.file is None:
             # require_env_file refuses before this
             raise UsageError("no env file configured (key env.file)")
-        from . import harness_choice
 
         def adapter_for(record: SessionRecord) -> AdapterLike | None:
-            # A conversation is resumed only by the harness that started it: the named
-            # harness recorded for the item (issue 27), with its project's extra args.
-            ref = record.work_item
-            name = harness_choice.in_force(self.config, harness_choice.read(self.store, ref))
-            adapter = self.dispatcher_for(ref.project, name)[1].adapter
-            return adapter if adapter.name == record.harness else None
+            return self.adapter_of(record)
 
         values: dict[str, Any] = {
             "registry": self.store.registry,
             "tmux": self.tmux,
             "launcher": launcher,
             "adapter_for": adapter_for,
+            "activity": self.activity_reader(),
             "events": self.event_log,
             "lock": lambda ref: item_lock(self.lock_dir, ref, timeout=RESTART_LOCK_TIMEOUT),
             "survival_delay": self.config.harness.survival_seconds,

@@ -33,7 +33,10 @@ def display_ref(ref: WorkItemRef, repositories: list[str]) -> str:
 
 
 def list_rows(rt: Runtime) -> list[dict[str, Any]]:
-    """One row per registered session, with its presence from one fleet read."""
+    """One row per registered session, with its presence from one fleet read and its
+    activity (idle, busy, blocked, unknown; None without a live pane) from one batched
+    read of the live panes."""
+    from .activity import activities, live_views
     from .workspaces import kept_reason
 
     fleet = read_fleet(rt.tmux)
@@ -46,6 +49,9 @@ def list_rows(rt: Runtime) -> list[dict[str, Any]]:
 
     memory = session_memory(records, fleet)  # one pass over the process table for all
     holds = rt.store.controls.all() if rt.has_state else {}
+    active = [r for r in records if r.active]
+    views = live_views(rt.tmux, active, fleet, capture=rt.adapter.reads_screen) if active else {}
+    doing = activities(rt.adapter_of, active, views)
     for rec in records:
         hold = holds.get(str(rec.work_item))
         kept = "" if rec.active else kept_reason(rt, rec.work_item, fleet.presence(rec.tmux_name))
@@ -62,6 +68,7 @@ def list_rows(rt: Runtime) -> list[dict[str, Any]]:
                 "presence": fleet.presence(rec.tmux_name),
                 "pids": fleet.live_pids(rec.tmux_name),
                 "rssBytes": memory.get(rec.tmux_name),
+                "activity": doing.get(str(rec.work_item)),
                 "harness": rec.harness,
                 "harnessName": _harness_name(rt, rec.work_item),
                 "conversationId": rec.conversation_id,
@@ -83,6 +90,7 @@ def list_rows(rt: Runtime) -> list[dict[str, Any]]:
             rows[-1]["presence"] = "on another host"
             rows[-1]["pids"] = []
             rows[-1]["rssBytes"] = None
+            rows[-1]["activity"] = None
     return rows
 
 

@@ -16,6 +16,8 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from . import heartbeat
+from .activity import activities, live_views
+from .activity import counts as activity_counts
 from .fleet import ABSENT, DEAD, LIVE, UNKNOWN, Fleet, read_fleet
 from .status_text import ENV_BLOCK
 from .status_text import render_text as render_text  # its old home, still importable
@@ -24,6 +26,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
     from loop_dispatch import SessionRecord
+    from loop_tmux import PaneView
 
     from .runtime import Runtime
 
@@ -119,12 +122,24 @@ def collect_status(rt: Runtime, now: datetime | None = None) -> dict[str, Any]:
     if rt.fleet and rt.has_state and store_error is None:
         with contextlib.suppress(Exception):  # the store check above already says why
             status["hosts"] = hosts_block(rt, now)
+    active = [r for r in records if r.active]
+    # Every live pane in one batched tmux call: activity and dialogs both read it.
+    views = live_views(rt.tmux, active, fleet, capture=rt.adapter.reads_screen)
+    doing = activities(rt.adapter_of, active, views)
+    status["sessions"]["activity"] = activity_counts(doing)
+    status["activity"] = [
+        {"workItem": str(r.work_item), "tmuxName": r.tmux_name, "activity": doing[str(r.work_item)]}
+        for r in active
+        if doing[str(r.work_item)] is not None
+    ]
     reader = _environ_once()  # drift and exposure both read every pane's environment
-    block = status_block(cfg, [r for r in records if r.active], fleet, reader=reader)
+    block = status_block(
+        cfg, active, fleet, reader=reader, activity=doing, auto_roll=cfg.env.auto_roll
+    )
     if block is not None:
         status[ENV_BLOCK] = block
     status["credentialExposure"] = credential_exposure(rt, fleet, reader=reader)
-    blocked = blocked_sessions(rt, [r for r in records if r.active], fleet)
+    blocked = blocked_sessions(rt, active, fleet, views)
     if blocked:
         status["blocked"] = blocked
     status["attention"] = attention_block(rt, records) if store_error is None else []
@@ -181,20 +196,20 @@ def credential_exposure(
 
 
 def blocked_sessions(
-    rt: Runtime, records: list[SessionRecord], fleet: Fleet
+    rt: Runtime,
+    records: list[SessionRecord],
+    fleet: Fleet,
+    views: Mapping[str, PaneView | None] | None = None,
 ) -> list[dict[str, Any]]:
     """Live sessions whose harness sits on a dialog (read from the pane now), for
-    adapters that can tell (claude-code, codex); nothing is typed into them."""
-    from loop_tmux import TmuxUnavailable
-
+    adapters that can tell (claude-code, codex); nothing is typed into them. `views`:
+    the panes already read for this status (else read here, in one batched call)."""
     adapter = rt.adapter
     if not adapter.reads_screen:
         return []
     live = [r for r in records if fleet.presence(r.tmux_name) == LIVE]
-    try:  # every screen in as few tmux calls as tmux allows, not one per session
-        views = rt.tmux.pane_views([r.tmux_name for r in live], capture=True)
-    except TmuxUnavailable:
-        return []
+    if views is None:
+        views = live_views(rt.tmux, live, fleet, capture=True)
     out = []
     for record in live:
         view = views.get(record.tmux_name)

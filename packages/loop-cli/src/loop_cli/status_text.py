@@ -123,6 +123,9 @@ def render_text(status: dict[str, Any]) -> str:
         from .capacity_view import capacity_line
 
         lines.append(capacity_line(status["capacity"]))
+    doing = s.get("activity") or {}
+    if any(doing.values()):
+        lines.append("activity:  " + ", ".join(f"{n} {name}" for name, n in doing.items()))
     if status.get("inbox"):
         line = inbox_line(status["inbox"])
         if line:

@@ -115,8 +115,8 @@ class Closer:
         return seen.view.screen
 
     def _busy(self, record: SessionRecord) -> bool:
-        """Is the harness mid-turn? The adapter's own reading of its screen when it has
-        one (`activity(view)`: "busy", "idle" or "unknown"); otherwise a screen that
+        """Is the harness mid-turn? The adapter's own reading, from the harness's files
+        then its screen (`activity(view, conversation)`: "busy" or "idle"); otherwise a screen that
         changes within `close_quiet` seconds is a harness at work. No answer from tmux
         reads as not busy: the termination's own calls say what tmux can."""
         d = self.d
@@ -124,7 +124,7 @@ class Closer:
         view = seen.view
         if seen.presence is not Presence.LIVE or view is None or view.dead or view.screen is None:
             return False
-        activity = d.adapter.activity(view)
+        activity = d.adapter.activity(view, record.conversation_id)
         if activity in ("busy", "idle"):
             return activity == "busy"
         d.sleep(d.close_quiet)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +29,8 @@ REQUEST_MAX_AGE = 3600.0
 """Seconds a request may wait for its host; older ones are closed as expired."""
 
 _COLUMNS = (
-    "id, host, force, dry_run, requested_by, requested_at, taken_at, taken_by, done_at, result"
+    "id, host, force, dry_run, requested_by, requested_at, taken_at, taken_by, done_at, result,"
+    " options"
 )
 
 
@@ -47,6 +48,9 @@ class RestartRequest:
     taken_by: str | None
     done_at: datetime | None
     result: dict[str, Any] | None
+    # How the asker wants the restart run (issue 25: waitIdle, busy, maxParallel);
+    # empty for a request written before they existed: the host's defaults apply.
+    options: dict[str, Any] = field(default_factory=dict)
 
     @property
     def state(self) -> str:
@@ -67,6 +71,7 @@ class RestartRequest:
             "takenAt": self.taken_at.isoformat() if self.taken_at else None,
             "doneAt": self.done_at.isoformat() if self.done_at else None,
             "result": self.result,
+            "options": self.options,
         }
 
 
@@ -74,14 +79,19 @@ def _time(text: str | None) -> datetime | None:
     return datetime.fromisoformat(text) if text else None
 
 
+def _json_object(text: str | None, what: str) -> dict[str, Any] | None:
+    """A stored JSON object; None when empty, {"error": ...} when unreadable."""
+    if not text:
+        return None
+    try:
+        loaded = json.loads(text)
+    except ValueError:
+        return {"error": f"unreadable {what}"}
+    return loaded if isinstance(loaded, dict) else None
+
+
 def _request(row: Sequence[Any]) -> RestartRequest:
-    result = None
-    if row[9]:
-        try:
-            loaded = json.loads(row[9])
-            result = loaded if isinstance(loaded, dict) else None
-        except ValueError:
-            result = {"error": "unreadable result"}
+    result = _json_object(row[9], "result")
     return RestartRequest(
         id=int(row[0]),
         host=row[1],
@@ -93,6 +103,7 @@ def _request(row: Sequence[Any]) -> RestartRequest:
         taken_by=row[7],
         done_at=_time(row[8]),
         result=result,
+        options=_json_object(row[10], "options") or {},
     )
 
 
@@ -122,17 +133,24 @@ class RestartRequests:
         store.ensure_schema(HOSTS_NAMESPACE, HOSTS_MIGRATIONS)
 
     def request(
-        self, hosts: Sequence[str], *, by: str, force: bool = False, dry_run: bool = False
+        self,
+        hosts: Sequence[str],
+        *,
+        by: str,
+        force: bool = False,
+        dry_run: bool = False,
+        options: Mapping[str, Any] | None = None,
     ) -> list[RestartRequest]:
         """One pending request per host, written in one transaction."""
         now = iso(self._clock())
         ids = []
+        kept = json.dumps(dict(options), sort_keys=True) if options else None
         with self._store.transaction() as conn:
             for host in hosts:
                 cur = conn.execute(
-                    "INSERT INTO host_restarts(host, force, dry_run, requested_by, requested_at) "
-                    "VALUES (?, ?, ?, ?, ?) RETURNING id",  # the same on both backends
-                    (host, int(force), int(dry_run), by, now),
+                    "INSERT INTO host_restarts(host, force, dry_run, requested_by, requested_at,"
+                    " options) VALUES (?, ?, ?, ?, ?, ?) RETURNING id",  # both backends
+                    (host, int(force), int(dry_run), by, now, kept),
                 )
                 ids.append(int(cur.fetchone()[0]))
         return self.get(ids)

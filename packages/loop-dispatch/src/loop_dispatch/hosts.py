@@ -105,6 +105,11 @@ HOSTS_MIGRATIONS = [
     """
     ALTER TABLE hosts ADD COLUMN max_live INTEGER;
     """,
+    # v5 (issue 25): a restart request's rollout options (JSON: waitIdle, busy,
+    # maxParallel), so `--all-hosts` runs each host's restart as it was asked.
+    """
+    ALTER TABLE host_restarts ADD COLUMN options TEXT;
+    """,
 ]
 
 # Per host: the items that hold or want a slot there (an active session, or an open

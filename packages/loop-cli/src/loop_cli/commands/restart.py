@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ..errors import UsageError
+from ..rotation.restart import BUSY_CHOICES, DEFAULT_WAIT_IDLE, DEFAULT_WORKERS, SKIPPED_BUSY_EXIT
 from ..terminal import printable
 from ._common import complete_ref, echo_json, output_option, preflight, runtime, table
 
@@ -14,7 +15,7 @@ if TYPE_CHECKING:
     from loop_envstate import EnvFile
 
     from ..host_restart import HostAnswer
-    from ..rotation.restart import Row
+    from ..rotation.restart import Rollout, Row
 
 
 def _counts(rows: list[Row]) -> dict[str, int]:
@@ -34,19 +35,27 @@ def render_text(rows: list[Row], env: EnvFile, dry_run: bool) -> str:
     lines = [f"env file: {env.path} ({len(env.values)} names)" + (" [dry run]" if dry_run else "")]
     body = []
     for row in rows:
-        body.append([row.ref, row.tmux_name or "-", row.outcome.value, row.detail])
-        body.extend(["", "", "", f"  {n.describe()}"] for n in row.stale)
-    lines.append(table(body, ["REF", "TMUX", "OUTCOME", "DETAIL"]) if body else "no sessions")
+        body.append(
+            [row.ref, row.tmux_name or "-", row.outcome.value, row.activity or "-", row.detail]
+        )
+        body.extend(["", "", "", "", f"  {n.describe()}"] for n in row.stale)
+    headers = ["REF", "TMUX", "OUTCOME", "ACTIVITY", "DETAIL"]
+    lines.append(table(body, headers) if body else "no sessions")
     lines.append(f"summary: {_summary(rows)}")
     return "\n".join(lines)
 
 
-def as_json(rows: list[Row], env: EnvFile, dry_run: bool, force: bool, code: int) -> dict[str, Any]:
+def as_json(
+    rows: list[Row], env: EnvFile, dry_run: bool, force: bool, code: int, how: Rollout
+) -> dict[str, Any]:
     return {
         "file": str(env.path),
         "malformedLines": list(env.malformed),
         "dryRun": dry_run,
         "force": force,
+        "waitIdle": how.wait_idle,
+        "busy": how.busy,
+        "maxParallel": how.max_parallel,
         "exitCode": code,
         "rows": [r.to_dict() for r in rows],
     }
@@ -69,7 +78,7 @@ def host_line(answer: HostAnswer, wait: float) -> str:
     if result.get("error"):
         return f"host {answer.host}: FAILED: {result['error']} ({rid})"
     counted = ", ".join(f"{n} {outcome}" for outcome, n in result.get("counts", {}).items())
-    failed = " [exit 1]" if result.get("exitCode") else ""
+    failed = f" [exit {result['exitCode']}]" if result.get("exitCode") else ""
     return f"host {answer.host}: {counted or 'no sessions'}{failed} ({rid})"
 
 
@@ -81,7 +90,12 @@ def _remote(
 
     rt = runtime(ctx)
     targets = target_hosts(rt, hosts, all_hosts)
-    wait = opts["wait"] if opts["wait"] is not None else 2 * rt.config.host.lease_seconds
+    # Each host may wait up to --wait-idle for its sessions' turns to end.
+    wait = (
+        opts["wait"]
+        if opts["wait"] is not None
+        else 2 * rt.config.host.lease_seconds + opts["how"].wait_idle
+    )
     text = opts["fmt"] == "text"
     if text:
         mode = " [dry run]" if opts["dry_run"] else (" [force]" if opts["force"] else "")
@@ -93,10 +107,13 @@ def _remote(
         targets,
         force=opts["force"],
         dry_run=opts["dry_run"],
+        how=opts["how"],
         wait=wait,
         on_answer=(lambda a: click.echo(printable(host_line(a, wait)))) if text else None,
     )
     code = 1 if any(a.failed for a in answers) else 0
+    if not code and any(a.skipped_busy for a in answers):
+        code = SKIPPED_BUSY_EXIT
     if text:
         answered = sum(a.state == "done" for a in answers)
         click.echo(f"summary: {answered} of {len(answers)} host(s) answered")
@@ -142,7 +159,33 @@ def _console_restart(ctx: click.Context, refs: tuple[str, ...], fmt: str) -> Non
     type=click.FloatRange(min=0),
     default=None,
     metavar="SECONDS",
-    help="With --host/--all-hosts: how long to wait for the answers (default: 2 leases).",
+    help=(
+        "With --host/--all-hosts: how long to wait for the answers "
+        "(default: 2 leases + --wait-idle)."
+    ),
+)
+@click.option(
+    "--wait-idle",
+    type=click.FloatRange(min=0),
+    default=DEFAULT_WAIT_IDLE,
+    show_default=True,
+    metavar="SECONDS",
+    help="How long to wait for each busy session's turn to end before it is relaunched.",
+)
+@click.option(
+    "--busy",
+    type=click.Choice(BUSY_CHOICES),
+    default="skip",
+    show_default=True,
+    help="A session still mid-turn at the deadline: leave it running (skip) or relaunch it.",
+)
+@click.option(
+    "--max-parallel",
+    type=click.IntRange(min=1),
+    default=DEFAULT_WORKERS,
+    show_default=True,
+    metavar="N",
+    help="At most N relaunches in flight at once.",
 )
 @click.option("--dry-run", is_flag=True, help="Say what would happen and why; touch nothing.")
 @click.option("--force", is_flag=True, help="Relaunch running sessions even if up to date.")
@@ -160,6 +203,9 @@ def restart(
     hosts: tuple[str, ...],
     all_hosts: bool,
     wait: float | None,
+    wait_idle: float,
+    busy: str,
+    max_parallel: int,
     dry_run: bool,
     force: bool,
     comment: bool,
@@ -167,17 +213,21 @@ def restart(
 ) -> None:
     """Relaunch sessions (--all or REF...) onto the values env.file declares now.
 
-    Each stale session's harness is respawned in place, resuming its conversation in
-    its cwd; exit 1 when any relaunch failed or still holds an old value. On a fleet,
-    --host NAME / --all-hosts ask those hosts' workers to do the same with their own
-    sessions, and report each host (exit 1 when one failed or did not answer).
-    With --comment, each REF is restarted as the control word `the-loop restart` does
-    (relaunched in place, its conversation resumed, whatever its environment; refused
-    when the harness cannot resume) and the word is posted on its ticket.
+    Each stale session's harness is respawned in place at its next idle moment (a turn
+    is never cut: the item's lock is held from the idle verdict to the relaunch),
+    resuming its conversation in its cwd. Exit 1 when any relaunch failed or still
+    holds an old value; 3 when a session stayed busy past --wait-idle and was left
+    running (skipped-busy). On a fleet, --host NAME / --all-hosts ask those hosts'
+    workers to do the same with their own sessions, with the same options, and report
+    each host (exit 1 when one failed or did not answer).
+    With --comment, each REF is restarted at once as the control word `the-loop
+    restart` does (relaunched in place, its conversation resumed, whatever its
+    environment; refused when the harness cannot resume) and the word is posted on its
+    ticket.
     """
     from ..host_restart import this_host_selection
     from ..rotation.launcher import require_env_file
-    from ..rotation.restart import exit_code, restart_sessions, select
+    from ..rotation.restart import Rollout, exit_code, restart_sessions, select
 
     remote = bool(hosts) or all_hosts
     if comment:
@@ -192,8 +242,9 @@ def restart(
         raise UsageError("give --host/--all-hosts, or --all, or work item refs: one of them")
     if wait is not None and not remote:
         raise UsageError("--wait applies to --host/--all-hosts only")
+    how = Rollout(wait_idle=wait_idle, busy=busy, max_parallel=max_parallel)
     if remote and runtime(ctx).fleet:
-        opts = {"wait": wait, "fmt": fmt, "force": force, "dry_run": dry_run}
+        opts = {"wait": wait, "fmt": fmt, "force": force, "dry_run": dry_run, "how": how}
         _remote(ctx, hosts, all_hosts, opts)
         return
     rt = runtime(ctx)
@@ -220,12 +271,14 @@ def restart(
     stopped: Interrupted | None = None
     with trapped(raise_first=True):  # Ctrl-C / SIGTERM: the rows so far, recorded
         try:
-            rows = restart_sessions(selection, env, rt.restart_deps(), dry_run=dry_run, force=force)
+            rows = restart_sessions(
+                selection, env, rt.restart_deps(), dry_run=dry_run, force=force, how=how
+            )
         except Interrupted as stop:
             stopped, rows = stop, list(stop.partial or [])
     code = exit_code(rows) if stopped is None else stopped.exit_code
     if fmt == "json":
-        data = as_json(rows, env, dry_run, force, code)
+        data = as_json(rows, env, dry_run, force, code, how)
         if stopped is not None:
             data["interrupted"] = str(stopped)
         echo_json(data)

@@ -63,7 +63,7 @@ def sessions() -> None:
 )
 @click.pass_context
 def list_(ctx: click.Context, fmt: str, attention_only: bool) -> None:
-    """Registered sessions with their tmux presence (one tmux call)."""
+    """Registered sessions with their tmux presence and activity (idle, busy, blocked)."""
     from ..sessions import attention_rows, list_rows, quarantine_lines
 
     rt = runtime(ctx, read_only=True)
@@ -86,6 +86,7 @@ def list_(ctx: click.Context, fmt: str, attention_only: bool) -> None:
         "STATUS",
         "PRESENCE",
         "MEMORY",
+        "ACTIVITY",
         "HARNESS",
         "CONVERSATION",
         "STARTED",
@@ -98,6 +99,7 @@ def list_(ctx: click.Context, fmt: str, attention_only: bool) -> None:
             r["status"] if not r["hold"] else f"{r['status']}, {r['hold']} ({r['held']} held)",
             r["presence"],
             _mib(r["rssBytes"]),
+            r["activity"] or "-",
             r["harness"],
             r["conversationId"] or "-",
             _when(r["startedAt"]),

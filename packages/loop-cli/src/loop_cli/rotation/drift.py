@@ -169,14 +169,32 @@ def environment_drift(
     return DriftReport(tuple(rows), tuple(declared.malformed), counts)
 
 
-def drift_line(report: DriftReport) -> str | None:
-    """The one status line, only when some session is stale."""
+def waiting_for_idle(report: DriftReport, activity: Mapping[str, str | None]) -> int:
+    """How many stale sessions are not idle now (a rollout waits for their turn's end)."""
+    return sum(
+        1
+        for row in report.rows
+        if row.state is DriftState.STALE and activity.get(row.ref) != "idle"
+    )
+
+
+def drift_line(
+    report: DriftReport,
+    activity: Mapping[str, str | None] | None = None,
+    auto_roll: str = "off",
+) -> str | None:
+    """The one status line, only when some session is stale: how many, and (activity
+    known) how many of them wait for their turn to end before they can be rolled."""
     if report.stale == 0:
         return None
-    return (
-        f"sessions: {report.stale} of {report.running} running with a stale environment"
-        " - run: the-loop sessions restart --all"
-    )
+    line = f"sessions: {report.stale} of {report.running} running with a stale environment"
+    waiting = None if activity is None else waiting_for_idle(report, activity)
+    if auto_roll == "idle":
+        return line + f", {waiting or 0} waiting for idle (env.autoRoll: idle rolls them)"
+    line += " - run: the-loop sessions restart --all"
+    if waiting:
+        line += f" ({waiting} not idle now: it waits for their turns to end)"
+    return line
 
 
 def status_block(
@@ -185,9 +203,12 @@ def status_block(
     fleet: Fleet,
     *,
     reader: EnvironReader = process_environ,
+    activity: Mapping[str, str | None] | None = None,
+    auto_roll: str = "off",
 ) -> dict[str, Any] | None:
     """`status`'s sessionEnvironment block for the active `records` (None when no
-    env.file is configured).
+    env.file is configured). `activity` (ref -> idle/busy/...) adds how many stale
+    sessions wait for idle (`waitingForIdle`).
 
     Uses the fleet status already read (no second tmux call). Every failure becomes an
     `error` in the block and never a drift line: a status that cannot read the file,
@@ -210,7 +231,10 @@ def status_block(
     panes = [pane for group in fleet.panes.values() for pane in group]
     report = environment_drift(records, env, panes, reader=reader)
     block: dict[str, Any] = {"file": str(path), "error": None, **report.to_dict()}
-    line = drift_line(report)
+    if activity is not None:
+        block["waitingForIdle"] = waiting_for_idle(report, activity)
+    block["autoRoll"] = auto_roll
+    line = drift_line(report, activity, auto_roll)
     if line is not None:
         block["line"] = line
     return block

@@ -6,6 +6,14 @@ clients), resuming the same conversation in the same cwd under the env-file laun
 Nothing is touched until every check that can be made in advance has passed: a live
 agent is never killed for a relaunch that cannot start.
 
+A session is relaunched at a turn boundary (issue 25): each planned relaunch waits
+until its harness is idle (`--wait-idle`, the adapter's activity signal: the harness's
+own files first), and the item's lock is taken BEFORE the idle verdict that lets it go
+and held until the relaunch is done, so no delivery can start a turn in between. A
+session still mid-turn at the deadline is left running (`skipped-busy`) unless the
+caller asked for it anyway (`busy="restart"`). At most `max_parallel` respawns are in
+flight at once.
+
 This module keeps only the planning and the environment verification. The relaunch
 itself (item locks and the re-read under them, resume argv, launcher, respawn in place
 run concurrently, ONE survival window) is loop_dispatch's `Relauncher`, the primitive
@@ -50,7 +58,18 @@ if TYPE_CHECKING:
     from .launcher import EnvFileLauncher
 
 EVENT_SOURCE = "sessions.restart"
+AUTO_SOURCE = "env.autoRoll"
 DEFAULT_WORKERS = 8
+DEFAULT_WAIT_IDLE = 600.0
+"""How long `sessions restart` waits for a busy session's turn to end (seconds)."""
+IDLE_POLL = 0.5
+"""How often a waiting rollout looks at the sessions still mid-turn (one tmux call)."""
+QUIET_SECONDS = 3.0
+"""An "unknown" session (no signal from its harness) counts as idle once its screen has
+not changed for this long: a turn in progress redraws the screen."""
+BUSY_CHOICES = ("skip", "restart")
+SKIPPED_BUSY_EXIT = 3
+"""The exit code of a rollout that left a session running because it stayed busy."""
 DEFAULT_SURVIVAL_DELAY = 1.0
 DEFAULT_VERIFY_TIMEOUT = 5.0
 """How long a relaunched pane may still show the launcher's inherited environment."""
@@ -75,6 +94,7 @@ class Outcome(str, Enum):
     VERIFIED_STALE = "verified-stale"
     UNVERIFIED = "unverified"
     INTERRUPTED = "interrupted"  # a signal stopped the run before this one was relaunched
+    SKIPPED_BUSY = "skipped-busy"  # still mid-turn at the --wait-idle deadline: left running
 
 
 FAILING = frozenset({Outcome.FAILED, Outcome.VERIFIED_STALE})
@@ -89,6 +109,7 @@ class Row:
     outcome: Outcome
     detail: str
     stale: tuple[NameDrift, ...] = ()
+    activity: str | None = None  # what the harness was doing when it was decided
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -96,13 +117,53 @@ class Row:
             "tmuxName": self.tmux_name,
             "outcome": self.outcome.value,
             "detail": self.detail,
+            "activity": self.activity,
             "stale": [n.to_dict() for n in self.stale],
         }
 
 
 def exit_code(rows: Iterable[Row]) -> int:
-    """1 when any row failed or was verified stale; unverified alone never fails."""
-    return 1 if any(r.outcome in FAILING for r in rows) else 0
+    """1 when any row failed or was verified stale; else 3 when a session was left
+    running mid-turn (skipped-busy); unverified alone never fails."""
+    rows = list(rows)
+    if any(r.outcome in FAILING for r in rows):
+        return 1
+    return SKIPPED_BUSY_EXIT if any(r.outcome is Outcome.SKIPPED_BUSY for r in rows) else 0
+
+
+@dataclass(frozen=True)
+class Look:
+    """One session's activity now ("idle", "busy", "blocked", "unknown"; None when its
+    pane is not live) and its screen, for the quiet-screen fallback of "unknown"."""
+
+    activity: str | None
+    screen: str | None = None
+
+
+ActivityReader = Callable[[Sequence["SessionRecord"]], Mapping[str, Look]]
+"""Reads the activity of these sessions now, in one batched tmux call (ref -> Look)."""
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """How a restart treats sessions mid-turn: wait up to `wait_idle` seconds for each
+    to go idle; at the deadline skip it (`busy="skip"`) or relaunch it anyway
+    (`busy="restart"`); at most `max_parallel` respawns in flight at once (the sessions
+    relaunched in one round share one survival window). `auto`: the poll
+    daemon's `env.autoRoll` (its records say so; a session it leaves is not recorded)."""
+
+    wait_idle: float = DEFAULT_WAIT_IDLE
+    busy: str = "skip"
+    max_parallel: int = DEFAULT_WORKERS
+    auto: bool = False
+
+    def __post_init__(self) -> None:
+        if self.busy not in BUSY_CHOICES:
+            raise UsageError(f"--busy must be one of {', '.join(BUSY_CHOICES)}, not {self.busy!r}")
+        if self.max_parallel < 1:
+            raise UsageError("--max-parallel must be at least 1")
+        if self.wait_idle < 0:
+            raise UsageError("--wait-idle must be 0 or more seconds")
 
 
 @dataclass(frozen=True)
@@ -172,7 +233,23 @@ class RestartDeps:
     sleep: Callable[[float], None] = time.sleep
     max_workers: int = DEFAULT_WORKERS
     resume_prompt: str = RESUME_PROMPT
+    activity: ActivityReader | None = None  # None: no signal, every session counts idle
+    clock: Callable[[], float] = time.monotonic
+    idle_poll: float = IDLE_POLL
+    quiet_seconds: float = QUIET_SECONDS
     _launcher_reason: list[str | None] = field(default_factory=list)
+
+    def look(self, records: Sequence[SessionRecord]) -> dict[str, Look]:
+        """Each record's activity now (idle for all without a reader)."""
+        if not records:
+            return {}
+        if self.activity is None:
+            return {str(r.work_item): Look("idle") for r in records}
+        try:
+            found = self.activity(records)
+        except TmuxUnavailable:
+            found = {}
+        return {str(r.work_item): found.get(str(r.work_item), Look("unknown")) for r in records}
 
     def relauncher(self) -> Relauncher:
         """loop_dispatch's relaunch primitive over these collaborators."""
@@ -267,6 +344,8 @@ class _Progress:
     results: dict[str, RelaunchResult] = field(default_factory=dict)
     rows: dict[str, Row] = field(default_factory=dict)
     emitted: set[str] = field(default_factory=set)
+    auto: bool = False
+    activity: dict[str, str | None] = field(default_factory=dict)
 
 
 @dataclass
@@ -359,20 +438,22 @@ def plan(
     return out
 
 
-def _emit(deps: RestartDeps, row: Row, level: str, names: Sequence[str]) -> None:
+def _emit(deps: RestartDeps, row: Row, level: str, names: Sequence[str], auto: bool) -> None:
     """One event per relaunch (or refused relaunch): names only, never a value."""
     if deps.events is None:
         return
     deps.events.emit(
         "session.env_restart",
         level=level,
-        source=EVENT_SOURCE,
+        source=AUTO_SOURCE if auto else EVENT_SOURCE,
         work_item=row.ref,
         detail={
             "tmux_name": row.tmux_name,
             "outcome": row.outcome.value,
             "reason": row.detail,
             "stale_names": list(names),
+            "activity": row.activity,
+            "auto": auto,
         },
     )
 
@@ -397,10 +478,14 @@ def relaunch(
     declared: EnvFile,
     deps: RestartDeps,
     progress: _Progress | None = None,
+    gate: Callable[[list[_Plan]], list[_Plan]] | None = None,
 ) -> dict[str, Row]:
     """Relaunch every plan with loop_dispatch's relauncher (locks and the re-read under
     them, respawn in place concurrently, ONE survival window), then verify each
-    survivor by its environment. `progress` follows it step by step."""
+    survivor by its environment. `progress` follows it step by step.
+
+    `gate` (a rollout's) runs under the locks and keeps the plans that may go now
+    (still idle); the others get no row: the caller looks at them again later."""
     progress = progress if progress is not None else _Progress()
     rows = progress.rows
     if not plans:
@@ -418,6 +503,8 @@ def relaunch(
             why = "closed or changed since it was selected; left alone"
             rows[ref] = Row(ref, by_ref[ref].record.tmux_name, Outcome.SKIPPED_CLOSED, why)
         ready = [by_ref[str(r.work_item)] for r in held.records]
+        if gate is not None:
+            ready = gate(ready)
         progress.submitted.update(str(p.record.work_item) for p in ready)
         results = relauncher.respawn(
             [Relaunch(record=p.record, spec=LaunchSpec(p.argv, p.env)) for p in ready]
@@ -431,6 +518,99 @@ def relaunch(
             else:
                 rows[row.ref] = row
         _survey(alive, declared, deps, rows)
+    return rows
+
+
+def _idle(
+    ref: str, look: Look, seen: dict[str, tuple[str, float]], now: float, quiet: float
+) -> bool:
+    """May this session be relaunched now without cutting a turn? Idle, or its pane is
+    not live (nothing to cut), or "unknown" with a screen unchanged for `quiet`
+    seconds (`seen` keeps each screen and since when it is unchanged)."""
+    if look.activity is None or look.activity == "idle":
+        return True
+    if look.activity != "unknown" or look.screen is None:
+        seen.pop(ref, None)
+        return False
+    was = seen.get(ref)
+    if was is None or was[0] != look.screen:
+        seen[ref] = (look.screen, now)
+        return False
+    return now - was[1] >= quiet
+
+
+def rollout(
+    plans: Sequence[_Plan],
+    declared: EnvFile,
+    deps: RestartDeps,
+    how: Rollout,
+    progress: _Progress | None = None,
+) -> dict[str, Row]:
+    """Relaunch each plan at its harness's next idle moment (see the module's doc).
+
+    Each round reads the activity of every session still waiting in one tmux call,
+    locks the idle ones, looks again under the locks (a delivery may have started a
+    turn since) and relaunches those still idle: at most `max_parallel` respawns in
+    flight at once, ONE survival window for the round. At the deadline the rest are
+    skipped-busy, or relaunched anyway with `busy="restart"`."""
+    progress = progress if progress is not None else _Progress()
+    rows = progress.rows
+    deps = replace(deps, max_workers=how.max_parallel)
+    pending = list(plans)
+    seen: dict[str, tuple[str, float]] = {}
+    deadline = deps.clock() + how.wait_idle
+
+    def still_idle(ready: list[_Plan]) -> list[_Plan]:
+        looks = deps.look([p.record for p in ready])
+        now = deps.clock()
+        keep = []
+        for plan_ in ready:
+            ref = str(plan_.record.work_item)
+            progress.activity[ref] = looks[ref].activity
+            if _idle(ref, looks[ref], seen, now, deps.quiet_seconds):
+                keep.append(plan_)
+        return keep
+
+    while pending:
+        looks = deps.look([p.record for p in pending])
+        now = deps.clock()
+        idle = []
+        for plan_ in pending:
+            ref = str(plan_.record.work_item)
+            progress.activity[ref] = looks[ref].activity
+            if _idle(ref, looks[ref], seen, now, deps.quiet_seconds):
+                idle.append(plan_)
+        if idle:
+            relaunch(idle, declared, deps, progress, gate=still_idle)
+            before = len(pending)
+            pending = [p for p in pending if str(p.record.work_item) not in rows]
+            if len(pending) < before:
+                continue  # more may be idle already: no pause between batches
+        if deps.clock() >= deadline:
+            break
+        deps.sleep(max(0.0, min(deps.idle_poll, deadline - deps.clock())))
+    if pending and how.busy == "restart":
+        relaunch(pending, declared, deps, progress)
+        for plan_ in pending:
+            ref = str(plan_.record.work_item)
+            if ref in rows and rows[ref].outcome is Outcome.RESTARTED:
+                was = progress.activity.get(ref)
+                detail = f"{rows[ref].detail}; relaunched while {was} (--busy=restart)"
+                rows[ref] = replace(rows[ref], detail=detail)
+    elif pending:
+        for plan_ in pending:
+            ref = str(plan_.record.work_item)
+            was = progress.activity.get(ref) or "unknown"
+            why = (
+                f"still {was} after waiting {how.wait_idle:g}s for its turn to end; left "
+                "running (--busy=restart relaunches it anyway)"
+            )
+            rows[ref] = Row(
+                ref, plan_.record.tmux_name, Outcome.SKIPPED_BUSY, why, plan_.drift.stale
+            )
+    for ref, row in list(rows.items()):
+        if row.activity is None and ref in progress.activity:
+            rows[ref] = replace(row, activity=progress.activity[ref])
     return rows
 
 
@@ -494,20 +674,24 @@ def restart_sessions(
     *,
     dry_run: bool = False,
     force: bool = False,
+    how: Rollout | None = None,
 ) -> list[Row]:
     """One row per selected session, in selection order (registry order for --all).
 
     `declared` is the file as read for this run. Only stale or unreadable sessions are
-    relaunched unless `force`; `dry_run` decides everything and touches nothing.
+    relaunched unless `force`, each at its harness's next idle moment (`how`, see
+    `Rollout`); `dry_run` decides everything, reads each one's activity once, and
+    touches nothing.
 
     A stop signal (`Interrupted`, raised by the command's handler) ends the run where it
     stands: every session acted on gets its row and its `session.env_restart` record
     (a relaunch not yet verified is `unverified`, one not yet started `interrupted`),
     and Interrupted is raised again carrying those rows (`partial`).
     """
-    progress = _Progress()
+    how = how if how is not None else Rollout()
+    progress = _Progress(auto=how.auto)
     try:
-        return _restart(selection, declared, deps, progress, dry_run=dry_run, force=force)
+        return _restart(selection, declared, deps, progress, how, dry_run=dry_run, force=force)
     except Interrupted as stop:
         raise Interrupted(stop.signum, _partial(progress, deps, stop, dry_run)) from None
 
@@ -517,6 +701,7 @@ def _restart(
     declared: EnvFile,
     deps: RestartDeps,
     progress: _Progress,
+    how: Rollout,
     *,
     dry_run: bool,
     force: bool,
@@ -532,18 +717,20 @@ def _restart(
     progress.decided = decided
     plans = [d for d in decided if isinstance(d, _Plan)]
     if dry_run:
+        looks = deps.look([p.record for p in plans])
         done = {
             str(p.record.work_item): Row(
                 str(p.record.work_item),
                 p.record.tmux_name,
                 Outcome.WOULD_RESTART,
-                _why_relaunch(p.drift, force),
+                _why_relaunch(p.drift, force) + _verdict(looks[str(p.record.work_item)], how),
                 p.drift.stale,
+                looks[str(p.record.work_item)].activity,
             )
             for p in plans
         }
     else:
-        done = relaunch(plans, declared, deps, progress)
+        done = rollout(plans, declared, deps, how, progress)
     rows: list[Row] = []
     for item in decided:
         row = done[str(item.record.work_item)] if isinstance(item, _Plan) else item
@@ -553,18 +740,39 @@ def _restart(
     return rows
 
 
+def _verdict(look: Look, how: Rollout) -> str:
+    """The dry run's word on a session's activity: now, and what the run would do."""
+    if look.activity is None or look.activity == "idle":
+        return "; idle now: would relaunch at once"
+    later = "relaunch it anyway" if how.busy == "restart" else "leave it running (skipped-busy)"
+    return (
+        f"; {look.activity} now: would wait up to {how.wait_idle:g}s for its turn to end, "
+        f"then {later}"
+    )
+
+
 def _record(deps: RestartDeps, item: Row | _Plan, row: Row, progress: _Progress) -> None:
-    """The session's `session.env_restart`, once: every relaunch (or attempt), and every
-    refused one (failed before it started)."""
+    """The session's `session.env_restart`, once: every relaunch (or attempt), every
+    refused one (failed before it started), and every one left busy by `sessions
+    restart` (the daemon's env.autoRoll looks again next cycle: not recorded)."""
     if row.ref in progress.emitted:
         return
     if isinstance(item, _Plan):
         if row.outcome is Outcome.INTERRUPTED:
             return  # not acted on: left as it was
+        if row.outcome is Outcome.SKIPPED_BUSY and progress.auto:
+            return  # tried again at the next idle moment
         names = [n.name for n in (row.stale or item.drift.stale)]
-        _emit(deps, row, "error" if row.outcome in FAILING else "info", names)
+        level = (
+            "error"
+            if row.outcome in FAILING
+            else "warning"
+            if row.outcome is Outcome.SKIPPED_BUSY
+            else "info"
+        )
+        _emit(deps, row, level, names, progress.auto)
     elif row.outcome is Outcome.FAILED:
-        _emit(deps, row, "error", [n.name for n in row.stale])
+        _emit(deps, row, "error", [n.name for n in row.stale], progress.auto)
     progress.emitted.add(row.ref)
 
 

@@ -211,12 +211,24 @@ class CliAdapter(VerifiedAdapter):
         return {self.state_env: str(self._state_dir)}
 
     def activity(self, view: PaneView, conversation_id: str | None = None) -> str:
-        """Busy while the CLI offers to interrupt its turn (Claude Code 2.1.332 draws
-        "esc to interrupt"); without the marker, "unknown": the dispatcher then watches
-        the screen, so a CLI version that words it otherwise is never ended mid-turn
-        for want of it. A stand-in (`checks` off) draws none of the CLI's screens."""
-        if self.checks and screen_has(view.screen, *self.busy_markers):
+        """From the CLI's own conversation file first (`turn_state`: its newest record
+        that opens or ends a turn), then the screen, which may only add caution:
+        "blocked" on a dialog it recognises (`readiness`), "busy" while the CLI offers
+        to interrupt a turn whose first record is not written yet ("esc to
+        interrupt"). Without either, "unknown": the caller then watches the screen, so
+        a CLI version that words things otherwise is never cut mid-turn for want of
+        it. A stand-in (`checks` off) draws none of the CLI's screens, writes none of
+        its files."""
+        if not self.checks:
+            return "unknown"
+        if self.readiness(view).state == BLOCKED:
+            return "blocked"
+        if screen_has(view.screen, *self.busy_markers):
             return "busy"
+        return self.turn_state(conversation_id)
+
+    def turn_state(self, conversation_id: str | None) -> str:
+        """ "idle" / "busy" from the conversation file's tail; "unknown" without one."""
         return "unknown"
 
 

@@ -15,6 +15,12 @@ observed by running it (tests-integration/test_real_harnesses.py keeps checking 
 - Each submitted turn is appended to `<config dir>/projects/<cwd, / as ->/<ID>.jsonl` as
   `"type": "user"`; an input queued while busy is first a `queue-operation` enqueue.
   The config dir is `$CLAUDE_CONFIG_DIR`, else `~/.claude`.
+- A turn, in that file (2.1.332): `user`, `api-request` (a model call begins), then
+  once the reply streamed whole an `assistant` record (`message.stop_reason`:
+  `tool_use` when a tool runs next, then a `user` tool_result and another call;
+  `end_turn` when the turn is over), and last `system` with `subtype: turn_duration`.
+  Metadata records (`last-prompt`, `mode`, `permission-mode`, `attachment`,
+  `file-history-snapshot`, ...) come and go around them and decide nothing.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from typing import Any
 from loop_tmux import PaneView
 
 from . import receipts
+from .activity import BUSY, IDLE, from_tail
 from .base import (
     BLOCKED,
     NOT_READY,
@@ -123,6 +130,29 @@ def _turn(record: dict[str, Any]) -> Turn | None:
     return Turn(kind, "\n".join(parts)) if parts else None
 
 
+ENDED = frozenset({"end_turn", "stop_sequence", "max_tokens", "refusal"})
+INTERRUPTED = "[Request interrupted by user"
+
+
+def turn_verdict(record: dict[str, Any]) -> str | None:
+    """Does this record end a turn ("idle"), belong to an open one ("busy"), or say
+    neither (None: metadata)? An interrupted turn ends with a user record naming it."""
+    kind = record.get("type")
+    if kind == "system":
+        return IDLE if record.get("subtype") == "turn_duration" else None
+    if kind == "assistant":
+        message = record.get("message")
+        stop = message.get("stop_reason") if isinstance(message, dict) else None
+        return IDLE if stop in ENDED else BUSY
+    if kind == "user":
+        return IDLE if (_user_text(record) or "").startswith(INTERRUPTED) else BUSY
+    if kind == "api-request":
+        return BUSY
+    if kind == "queue-operation" and record.get("operation") == "enqueue":
+        return BUSY
+    return None
+
+
 class ClaudeCodeAdapter(CliAdapter):
     """`claude [extra] --session-id ID PROMPT` / `claude [extra] --resume ID PROMPT`."""
 
@@ -183,6 +213,9 @@ class ClaudeCodeAdapter(CliAdapter):
             )
         except (StopIteration, OSError):
             return None
+
+    def turn_state(self, conversation_id: str | None) -> str:
+        return from_tail(self.conversation_file(conversation_id or ""), turn_verdict)
 
     def resumable(self, conversation_id: str) -> bool:
         if not self.checks:

@@ -13,6 +13,10 @@ Tested with Codex CLI 0.169.0 and 0.171.0 (node 20, tmux 3.3a). As observed:
   folder dialog ("Trust this folder?", default "Trust and continue") and sign-in are
   dialogs a pasted CR would answer.
 - Submitted turns are `response_item` records with `role: user` in the rollout file.
+- A turn, in that file (0.171.0): `event_msg` `task_started`, the user's
+  `response_item`, the reply's items, then `event_msg` `task_complete` once it is over
+  (`turn_aborted` when it was interrupted). `token_count`, `turn_context`,
+  `thread_settings_applied` and the like decide nothing.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from typing import Any
 from loop_tmux import PaneView
 
 from . import receipts
+from .activity import BUSY, IDLE, from_tail
 from .base import (
     BLOCKED,
     NOT_READY,
@@ -90,6 +95,24 @@ def _turn(record: dict[str, Any]) -> Turn | None:
     if role == "user" and text.lstrip().startswith(_CONTEXT_TAGS):
         return None
     return Turn(role, text)
+
+
+TURN_ENDED = frozenset({"task_complete", "turn_complete", "turn_aborted"})
+TURN_OPEN = frozenset({"task_started", "turn_started", "user_message"})
+
+
+def turn_verdict(record: dict[str, Any]) -> str | None:
+    """Does this rollout record end a turn ("idle"), belong to an open one ("busy"),
+    or say neither (None)?"""
+    payload = record.get("payload")
+    if not isinstance(payload, dict):
+        return None
+    kind = payload.get("type")
+    if record.get("type") == "event_msg":
+        return IDLE if kind in TURN_ENDED else BUSY if kind in TURN_OPEN else None
+    if _user_text(record) is not None:
+        return BUSY
+    return None
 
 
 def _meta(path: Path) -> dict[str, Any] | None:
@@ -188,6 +211,9 @@ class CodexAdapter(CliAdapter):
             ):
                 return conversation
         return None
+
+    def turn_state(self, conversation_id: str | None) -> str:
+        return from_tail(self.rollout_file(conversation_id or ""), turn_verdict)
 
     def resumable(self, conversation_id: str) -> bool:
         if not self.checks:

@@ -1,8 +1,17 @@
-"""Any program, described by argv templates: no readiness, no receipts (it says so)."""
+"""Any program, described by argv templates: no readiness, no receipts (it says so).
+
+Its activity is "unknown" unless config names an idle file (`harness.idleFile`): a
+file the program (or a hook of it) rewrites with one word, `busy` when a turn starts
+and `idle` when it ends. The file's first word is the answer; a missing, unreadable or
+other file says "unknown".
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
+
+from loop_tmux import PaneView
 
 from .base import ResumeUnsupported, VerifiedAdapter
 
@@ -43,6 +52,7 @@ class GenericAdapter(VerifiedAdapter):
         argv: Sequence[str],
         resume_argv: Sequence[str] | None = None,
         name: str = "generic",
+        idle_file: str | None = None,
     ) -> None:
         if not argv or not all(isinstance(a, str) for a in argv):
             raise ValueError("generic harness argv must be a non-empty list of strings")
@@ -53,6 +63,31 @@ class GenericAdapter(VerifiedAdapter):
         self.name = name
         self.argv = list(argv)
         self._resume = None if resume_argv is None else list(resume_argv)
+        self.idle_file = idle_file
+
+    def activity(self, view: PaneView, conversation_id: str | None = None) -> str:
+        """The idle file's first word ("idle" or "busy"), else "unknown"."""
+        path = self.idle_path(conversation_id)
+        if path is None:
+            return "unknown"
+        try:
+            with path.open("rb") as handle:
+                head = handle.read(64)
+        except OSError:
+            return "unknown"
+        words = head.decode("utf-8", "replace").split()
+        word = words[0].casefold() if words else ""
+        return word if word in ("idle", "busy") else "unknown"
+
+    def idle_path(self, conversation_id: str | None) -> Path | None:
+        """`harness.idleFile` with `{session_id}` filled in; None when not configured
+        or the template needs an id this session does not have (or a malformed one)."""
+        if self.idle_file is None:
+            return None
+        unsafe = not conversation_id or "/" in conversation_id or conversation_id.startswith(".")
+        if "{session_id}" in self.idle_file and unsafe:
+            return None
+        return Path(_substitute([self.idle_file], "", conversation_id or "")[0]).expanduser()
 
     @property
     def can_resume(self) -> bool:
