@@ -11,7 +11,7 @@ from loop_cli.commands.restart import as_json, render_text
 from loop_cli.main import cli
 from loop_cli.rotation.doctor import DoctorReport, DoctorRow
 from loop_cli.rotation.drift import NameDrift
-from loop_cli.rotation.restart import Outcome, Row
+from loop_cli.rotation.restart import Outcome, Rollout, Row
 
 
 def invoke(tmp_path, config: str, *args: str):
@@ -70,8 +70,9 @@ def test_restart_text_and_json_rendering(tmp_path):
     text = render_text(rows, env, dry_run=False)
     assert "TOKEN (file aaaaaaaaaaaa, process bbbbbbbbbbbb)" in text
     assert "summary: 1 restarted, 1 verified-stale, 1 skipped-unregistered" in text
-    data = as_json(rows, env, False, False, 1)
+    data = as_json(rows, env, False, False, 1, Rollout(wait_idle=30, max_parallel=4))
     assert data["malformedLines"] == [2]
+    assert (data["waitIdle"], data["busy"], data["maxParallel"]) == (30, "skip", 4)
     assert [r["outcome"] for r in data["rows"]] == [
         "restarted",
         "verified-stale",
