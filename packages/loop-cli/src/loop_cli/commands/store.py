@@ -44,10 +44,14 @@ def migrate(ctx: click.Context, url: str, password_env: str | None, fmt: str) ->
     from loop_dispatch.postgres_db import redact_url
     from loop_dispatch.store import Store, is_postgresql_url
 
+    from ..attention_store import ATTENTION_MIGRATIONS, ATTENTION_NAMESPACE
     from ..github.links import MIGRATIONS as GITHUB_MIGRATIONS
     from ..github.links import NAMESPACE as GITHUB_NAMESPACE
+    from ..harness_choice import MIGRATIONS as CHOICE_MIGRATIONS
+    from ..harness_choice import NAMESPACE as CHOICE_NAMESPACE
     from ..heartbeat import MIGRATIONS as HEARTBEAT_MIGRATIONS
     from ..heartbeat import NAMESPACE as HEARTBEAT_NAMESPACE
+    from ..notify import NOTIFY_MIGRATIONS, NOTIFY_NAMESPACE
     from ..tracker import MIGRATIONS as TRACKER_MIGRATIONS
     from ..tracker import NAMESPACE as TRACKER_NAMESPACE
     from ..webhook.seen import MIGRATIONS as WEBHOOK_MIGRATIONS
@@ -88,6 +92,9 @@ def migrate(ctx: click.Context, url: str, password_env: str | None, fmt: str) ->
                     WEBHOOK_NAMESPACE: WEBHOOK_MIGRATIONS,
                     HEARTBEAT_NAMESPACE: HEARTBEAT_MIGRATIONS,
                     GITHUB_NAMESPACE: GITHUB_MIGRATIONS,
+                    CHOICE_NAMESPACE: CHOICE_MIGRATIONS,
+                    ATTENTION_NAMESPACE: ATTENTION_MIGRATIONS,
+                    NOTIFY_NAMESPACE: NOTIFY_MIGRATIONS,
                 },
             )
     finally:
