@@ -24,6 +24,7 @@ import pytest
 import yaml
 from loop_rig import Loop, cycled, the_loop
 
+import loop_cli
 from loop_tmux.testing import wait_for
 
 TOKEN = "test-api-token-0123456789abcdef"
@@ -199,6 +200,22 @@ def test_the_daemon_serves_the_api_on_its_socket_and_behind_a_token_on_tcp(
             lambda: _status_text(loop) == _status_text(loop, THE_LOOP_STATUS_LOCAL="1"),
             timeout=10,
         ), (_status_text(loop), _status_text(loop, THE_LOOP_STATUS_LOCAL="1"))
+        # ... which the daemon rendered: the same lines as its `?render=text` answer.
+        with _unix(loop) as unix:
+            rendered = unix.get("/api/status?render=text")
+            as_json = unix.get("/api/status?render=json")
+            refused = unix.get("/api/status?render=html")
+        assert rendered.status_code == 200, rendered.text
+        assert rendered.headers["content-type"].startswith("text/plain")
+        assert rendered.headers["x-the-loop-version"] == loop_cli.__version__
+        assert rendered.headers["x-the-loop-ok"] in ("0", "1")
+        moving = ("poller:", "last poll:")
+        assert [
+            line for line in rendered.text.splitlines() if not line.startswith(moving)
+        ] == _status_text(loop)
+        assert json.loads(as_json.text)["services"][0]["name"] == "poller"
+        assert as_json.text.startswith('{\n  "')  # indented as `status -o json` prints
+        assert refused.status_code == 400
 
         # A stream left open never holds up the daemon's stop: it is ended with it.
         opened = threading.Event()

@@ -131,7 +131,7 @@ def bench(root: Path, binary: Path | None) -> dict[str, float]:
         assert f"{SESSIONS} live" in check.stdout, check.stdout[-800:]
         times: dict[str, list[float]] = {"python": [], "served": [], "alone": [], "reference": []}
         alone_env = {**env, "THE_LOOP_STATUS_LOCAL": "1"}
-        floor = [sys.executable, "-c", "import json, _socket"]  # any Python client's floor
+        floor = [sys.executable, "-c", "import _socket"]  # any Python client's floor
         for _ in range(2):  # warm: the byte code written, the daemon's snapshot made
             subprocess.run(argv, env=env, capture_output=True, check=False)
             subprocess.run(argv, env=alone_env, capture_output=True, check=False)
@@ -162,7 +162,7 @@ def main() -> None:
     print(f"the-loop status at {SESSIONS} sessions ({RUNS} runs each, interleaved, median)")
     print(f"  ours, asking the poll daemon   {found['served'] * 1000:7.1f} ms")
     print(f"  ours, computing alone          {found['alone'] * 1000:7.1f} ms")
-    print(f"  python -c 'import json, _socket' {found['python'] * 1000:5.1f} ms (the floor)")
+    print(f"  python -c 'import _socket'     {found['python'] * 1000:7.1f} ms (the floor)")
     if binary is None:
         print(
             f"  reference: skipped (no reference the-loop: set ${REFERENCE_ENV} to the "

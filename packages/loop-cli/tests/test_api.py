@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+import loop_cli
 from loop_cli.api.client import get_json
 from loop_cli.api.follow import LogFollower, last_records
 from loop_cli.api.unixsock import bind_private
@@ -60,15 +61,41 @@ def test_the_api_token_never_reaches_an_agent(tmp_path: Path) -> None:
     assert "api.tokenEnv" in problem
 
 
-class FakeDaemon:
-    """A unix-socket HTTP server answering every GET with one canned answer."""
+def _answer(status: int, body: bytes, headers: dict[str, str]) -> bytes:
+    head = f"HTTP/1.1 {status} X\r\ncontent-length: {len(body)}\r\nconnection: close\r\n"
+    head += "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+    return head.encode() + b"\r\n" + body
 
-    def __init__(self, path: Path, status: int, body: bytes, headers: dict[str, str]) -> None:
+
+class FakeDaemon:
+    """A unix-socket HTTP server answering every GET with one canned answer; with
+    `rendered`, `/api/status?render=FMT` is answered as the real daemon does (the status
+    rendered by status_text.render_output, its ok and version headers)."""
+
+    def __init__(
+        self,
+        path: Path,
+        status: int,
+        body: bytes,
+        headers: dict[str, str],
+        rendered: dict[str, Any] | None = None,
+    ) -> None:
         self.sock = bind_private(path)
         self.requests: list[bytes] = []
-        head = f"HTTP/1.1 {status} X\r\ncontent-length: {len(body)}\r\nconnection: close\r\n"
-        head += "".join(f"{k}: {v}\r\n" for k, v in headers.items())
-        self.answer = head.encode() + b"\r\n" + body
+        self.answer = _answer(status, body, headers)
+        self.renders: dict[bytes, bytes] = {}
+        if rendered is not None:
+            from loop_cli.status_text import render_output
+
+            extra = {
+                **headers,
+                "content-type": "text/plain; charset=utf-8",
+                "x-the-loop-ok": "1" if rendered["ok"] else "0",
+                "x-the-loop-version": loop_cli.__version__,
+            }
+            for fmt in ("text", "json"):
+                text = render_output(rendered, fmt).encode()
+                self.renders[f"/api/status?render={fmt}".encode()] = _answer(status, text, extra)
         self.thread = threading.Thread(target=self._serve, daemon=True)
         self.thread.start()
 
@@ -82,7 +109,8 @@ class FakeDaemon:
                 request = conn.recv(65536)
                 if request:
                     self.requests.append(request)
-                    conn.sendall(self.answer)
+                    target = request.split(b" ")[1] if b" " in request else b""
+                    conn.sendall(self.renders.get(target, self.answer))
 
     def close(self) -> None:
         self.sock.shutdown(socket.SHUT_RDWR)
@@ -94,11 +122,27 @@ class FakeDaemon:
 def fake_daemon(isolated: Path) -> Iterator[Callable[..., FakeDaemon]]:
     made: list[FakeDaemon] = []
 
-    def make(body: dict[str, Any], *, status: int = 200, config: str = "") -> FakeDaemon:
+    def make(
+        body: dict[str, Any],
+        *,
+        status: int = 200,
+        config: str = "",
+        renders: bool = True,
+        headers: dict[str, str] | None = None,
+    ) -> FakeDaemon:
+        """A daemon serving `body` as its status (rendered too, unless `renders` is
+        False: a daemon from before `?render`, which answers JSON to every GET)."""
         (isolated / "state").mkdir(mode=0o700, exist_ok=True)
-        headers = {"content-type": "application/json", "x-the-loop-config": config}
+        sent = {"content-type": "application/json", "x-the-loop-config": config}
+        sent.update(headers or {})
         made.append(
-            FakeDaemon(isolated / "state" / "api.sock", status, json.dumps(body).encode(), headers)
+            FakeDaemon(
+                isolated / "state" / "api.sock",
+                status,
+                json.dumps(body).encode(),
+                sent,
+                rendered=body if renders else None,
+            )
         )
         return made[-1]
 
@@ -113,21 +157,79 @@ def _local_status(console: Callable[..., subprocess.CompletedProcess[str]]) -> d
     return data
 
 
-@pytest.mark.parametrize("argv", [("status",), ("status", "-o", "slack")])
+@pytest.mark.parametrize(
+    ("argv", "target"),
+    [
+        (("status",), b"/api/status?render=text"),
+        (("status", "-o", "json"), b"/api/status?render=json"),
+        (("status", "-o", "slack"), b"/api/status"),
+    ],
+)
 def test_status_prints_what_the_daemon_answers(
     loop_config: Path,
     console: Callable[..., subprocess.CompletedProcess[str]],
     fake_daemon: Callable[..., FakeDaemon],
     argv: tuple[str, ...],
+    target: bytes,
 ) -> None:
+    """text and json: the plain entry path prints the daemon's rendering as it came;
+    slack: the click command renders the daemon's JSON itself."""
     served = _local_status(console)
     served["version"] = "served-by-the-daemon"  # a mark the local status cannot have
+    served["ok"] = not served["ok"]  # and an exit code it would not give
     daemon = fake_daemon(served, config=str(loop_config.resolve()))
-    done = console(*argv)  # text: the plain entry path; slack: the click command
+    done = console(*argv)
     assert "served-by-the-daemon" in done.stdout, done.stdout + done.stderr
     assert done.returncode == (0 if served["ok"] else 1)
     assert daemon.requests
-    assert daemon.requests[0].startswith(b"GET /api/status HTTP/1.0")
+    assert daemon.requests[0].startswith(b"GET " + target + b" HTTP/1.0")
+    if argv[-1] != "slack":  # byte for byte what the daemon rendered
+        from loop_cli.status_text import render_output
+
+        assert done.stdout == render_output(served, argv[-1] if len(argv) > 1 else "text")
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"x-the-loop-version": "0.0.1-older"},  # another loop-cli might render otherwise
+        {"x-the-loop-ok": "maybe"},  # no exit code to give
+    ],
+)
+def test_status_computes_itself_when_the_rendering_is_not_its_own(
+    loop_config: Path,
+    console: Callable[..., subprocess.CompletedProcess[str]],
+    fake_daemon: Callable[..., FakeDaemon],
+    headers: dict[str, str],
+) -> None:
+    served = _local_status(console)
+    served["version"] = "served-by-the-daemon"
+    daemon = fake_daemon(served, config=str(loop_config.resolve()))
+    for target, answer in list(daemon.renders.items()):
+        head, _, body = answer.partition(b"\r\n\r\n")
+        for name, value in headers.items():  # the same answer, one header changed
+            lines = [ln for ln in head.split(b"\r\n") if not ln.startswith(name.encode())]
+            head = b"\r\n".join([*lines, f"{name}: {value}".encode()])
+        daemon.renders[target] = head + b"\r\n\r\n" + body
+    done = console("status")
+    assert daemon.requests  # it asked
+    assert "served-by-the-daemon" not in done.stdout, done.stdout
+    assert done.stdout.startswith("the-loop ")
+
+
+def test_status_computes_itself_when_an_older_daemon_answers_json(
+    loop_config: Path,
+    console: Callable[..., subprocess.CompletedProcess[str]],
+    fake_daemon: Callable[..., FakeDaemon],
+) -> None:
+    """A daemon from before `?render` answers its JSON to it: not printed as text."""
+    served = _local_status(console)
+    served["version"] = "served-by-the-daemon"
+    daemon = fake_daemon(served, config=str(loop_config.resolve()), renders=False)
+    done = console("status")
+    assert daemon.requests
+    assert "served-by-the-daemon" not in done.stdout, done.stdout
+    assert done.stdout.startswith("the-loop ")
 
 
 def test_a_served_status_loads_no_config_code_once_the_hint_is_kept(
@@ -151,6 +253,8 @@ def test_a_served_status_loads_no_config_code_once_the_hint_is_kept(
     assert "served-by-the-daemon" in done.stdout, done.stdout
     imported = {line.split("|")[-1].strip() for line in done.stderr.splitlines()}
     assert {"msgspec", "yaml", "sqlite3", "loop_tmux", "loop_cli.config"}.isdisjoint(imported)
+    # ... nor any module the daemon's rendering spares it (json, signal's enums, typing)
+    assert {"json", "enum", "typing", "signal", "loop_cli.status_text"}.isdisjoint(imported)
 
     loop_config.write_text(loop_config.read_text() + "# edited\n")  # the hint is sealed
     edited = subprocess.run(
@@ -184,12 +288,11 @@ def test_status_computes_itself_when_the_daemon_fails(
     fake_daemon: Callable[..., FakeDaemon],
     status: int,
 ) -> None:
-    fake_daemon(
-        {"version": "served-by-the-daemon", "ok": True},
-        status=status,
-        config=str(loop_config.resolve()),
-    )
+    served = _local_status(console)
+    served["version"] = "served-by-the-daemon"
+    daemon = fake_daemon(served, status=status, config=str(loop_config.resolve()))
     done = console("status", "-o", "json")
+    assert daemon.requests
     assert json.loads(done.stdout)["version"] != "served-by-the-daemon"
 
 

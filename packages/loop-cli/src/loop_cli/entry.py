@@ -178,10 +178,19 @@ def plain_status(args: list[str]) -> tuple[str | None, str] | None:
 
 def run_status(config: str | None, fmt: str) -> int:
     """`status` without click: what `commands.status` does for text and json."""
+    from .api import hint
+    from .api.client import daemon_output
+
+    known = hint.state_dir(config)  # the daemon's socket, found without loading the config
+    served = None if known is None else daemon_output(known[1], known[0], fmt)
+    if served is not None:  # its answer, rendered as this process would print it
+        sys.stdout.write(served[0])
+        sys.stdout.flush()
+        return 0 if served[1] else 1
     from .errors import classify
 
     try:
-        data, problem = _collect(config)
+        data, problem = _collect(config, fmt, asked=known is not None)
     except Exception as exc:
         code = classify(exc)
         if code is None:
@@ -189,14 +198,13 @@ def run_status(config: str | None, fmt: str) -> int:
         for line in (str(exc) or type(exc).__name__).splitlines() or [""]:
             sys.stderr.write(f"Error: {line}\n")
         return code
-    if fmt == "json":
-        import json
+    if isinstance(data, tuple):  # the daemon answered once the config was loaded
+        sys.stdout.write(data[0])
+        sys.stdout.flush()
+        return 0 if data[1] else 1
+    from .status_text import render_output
 
-        sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
-    else:
-        from .status_text import render_text
-
-        sys.stdout.write(render_text(data) + "\n")
+    sys.stdout.write(render_output(data, fmt))
     sys.stdout.flush()
     if problem:  # an invalid config file: its last valid version's state, then exit 2
         sys.stderr.write(f"Error: {problem}\n")
@@ -204,23 +212,21 @@ def run_status(config: str | None, fmt: str) -> int:
     return 0 if data["ok"] else 1
 
 
-def _collect(config: str | None) -> tuple[dict[str, object], str]:
+def _collect(
+    config: str | None, fmt: str, *, asked: bool
+) -> tuple[dict[str, object] | tuple[str, bool], str]:
+    """The status computed here (and the config's problem), or the daemon's rendered
+    answer when it was not `asked` yet (no hint) and the loaded config names it."""
     from .api import hint
-    from .api.client import daemon_status
-
-    known = hint.state_dir(config)  # the daemon's answer, without loading the config
-    if known is not None:
-        served = daemon_status(known[1], known[0])
-        if served is not None:
-            return served, ""
+    from .api.client import daemon_output
     from .config import load_config_or_last_valid
 
     loaded = load_config_or_last_valid(config)
     if not loaded.problem:  # a broken file is shown here (the daemon runs the old one)
         state = loaded.config.effective_state_dir()
         hint.remember(loaded.path, state)
-        if loaded.config.api.socket and known is None:  # the running daemon's answer
-            served = daemon_status(state, loaded.path)
+        if loaded.config.api.socket and not asked:
+            served = daemon_output(state, loaded.path, fmt)
             if served is not None:
                 return served, ""
     from .runtime import Runtime

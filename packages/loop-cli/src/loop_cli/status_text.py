@@ -63,6 +63,17 @@ def host_lines(block: dict[str, Any]) -> list[str]:
     return lines
 
 
+def render_output(status: dict[str, Any], fmt: str) -> str:
+    """Exactly what `status -o FMT` prints (`text` or `json`). The plain entry path and
+    the daemon's API both call it, so an answer the daemon rendered is byte for byte
+    what this process would have printed."""
+    if fmt == "json":
+        import json
+
+        return json.dumps(status, indent=2, sort_keys=False, default=str) + "\n"
+    return render_text(status) + "\n"
+
+
 def render_text(status: dict[str, Any]) -> str:
     """Human-readable status, one fact per line."""
     cfg = status["config"]

@@ -26,6 +26,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from .. import __version__
+from .client import CONFIG_HEADER, OK_HEADER, RENDERS, VERSION_HEADER
 from .follow import LogFollower
 from .metrics import CONTENT_TYPE, Metrics
 from .views import Views
@@ -37,7 +39,6 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 COOKIE = "the_loop_api"
-CONFIG_HEADER = "x-the-loop-config"
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
     "img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
@@ -109,6 +110,24 @@ class Guard:
         return bool(cookie and self.cookie and _same(cookie, self.cookie))
 
 
+class Rendered:
+    """`status` as the CLI prints it, rendered once per snapshot and format: a watch
+    loop's requests between two refreshes share one rendering."""
+
+    def __init__(self) -> None:
+        self._last: tuple[dict[str, Any], str, bytes] | None = None
+
+    def of(self, status: dict[str, Any], render: str) -> bytes:
+        last = self._last
+        if last is not None and last[0] is status and last[1] == render:
+            return last[2]
+        from ..status_text import render_output
+
+        body = render_output(status, render).encode("utf-8", "surrogateescape")
+        self._last = (status, render, body)
+        return body
+
+
 def _error(status: int, reason: str, headers: dict[str, str] | None = None) -> Response:
     return JSONResponse({"error": reason}, status_code=status, headers=headers)
 
@@ -131,10 +150,23 @@ def create_app(
     loaded_from = views.rt.loaded.path
     config_header = {CONFIG_HEADER: str(loaded_from.resolve()) if loaded_from else ""}
 
-    async def status(_: Request) -> Response:
+    rendered = Rendered()
+
+    async def status(request: Request) -> Response:
+        render = request.query_params.get("render")
+        if render is not None and render not in RENDERS:
+            return _error(400, f"render must be one of {', '.join(RENDERS)}")
         fresh = views.snapshot.peek()  # the common case in a watch loop: no thread hop
         found = fresh if fresh is not None else await run_in_threadpool(views.status)
-        return JSONResponse(found, headers=config_header)
+        if render is None:
+            return JSONResponse(found, headers=config_header)
+        headers = {
+            **config_header,
+            OK_HEADER: "1" if found.get("ok") else "0",
+            VERSION_HEADER: __version__,
+        }
+        body = rendered.of(found, render)
+        return Response(body, media_type="text/plain; charset=utf-8", headers=headers)
 
     async def sessions(_: Request) -> Response:
         return JSONResponse(await run_in_threadpool(views.sessions))

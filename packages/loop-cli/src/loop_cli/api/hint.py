@@ -9,18 +9,20 @@ foreign or damaged hint, or another platform than Linux (where the XDG rules bel
 platformdirs' own) is a miss: the caller loads the config as before. The daemon's own
 answer then names the config it runs (`x-the-loop-config`), which `status` checks too.
 
-Plain `os.path` strings and zlib, no pathlib or hashlib: this runs on every `status`.
+Plain `os.path` strings and zlib, no pathlib, hashlib or json: this runs on every
+`status`. A hint is NUL-separated fields (no path holds a NUL): the format's tag, the
+key's three parts, the seal and the state directory.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 import sys
 import zlib
 
 APP = "the-loop"
+TAG = "the-loop-api-hint-2"  # earlier hints (JSON) are misses, rewritten at the next load
 CONFIG_ENV = "THE_LOOP_CONFIG"
 LOCAL_CONFIG = os.path.join(".the-loop", "config.yaml")
 
@@ -52,13 +54,13 @@ def _key(path: str) -> str:
 def _entry(key: str) -> str:
     """One file per key; two keys sharing a checksum only evict each other (the file
     holds its whole key, compared on read)."""
-    name = f"{zlib.crc32(key.encode('utf-8', 'surrogatepass')):08x}.json"
+    name = f"{zlib.crc32(key.encode('utf-8', 'surrogatepass')):08x}.hint"
     return os.path.join(_xdg("XDG_CACHE_HOME", "~/.cache"), APP, "api-hints", name)
 
 
-def _seal(path: str) -> list[int]:
+def _seal(path: str) -> str:
     info = os.stat(path)
-    return [info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns]
+    return f"{info.st_dev} {info.st_ino} {info.st_size} {info.st_mtime_ns}"
 
 
 def _enabled() -> bool:
@@ -86,11 +88,13 @@ def state_dir(explicit: str | None) -> tuple[str | None, str] | None:
         with os.fdopen(fd, "rb") as handle:
             if not _private(os.fstat(handle.fileno())):
                 return None
-            data = json.loads(handle.read())
-        if data["key"] != key or data["seal"] != _seal(path):
+            fields = handle.read(1 << 16).decode("utf-8", "surrogatepass").split("\0")
+        if len(fields) != 6 or fields[0] != TAG or "\0".join(fields[1:4]) != key:
             return None
-        return path, str(data["stateDir"])
-    except (OSError, ValueError, KeyError, TypeError):
+        if fields[4] != _seal(path) or not fields[5]:
+            return None
+        return path, fields[5]
+    except (OSError, ValueError):
         return None
 
 
@@ -106,10 +110,13 @@ def remember(path: os.PathLike[str] | str | None, state: os.PathLike[str] | str)
         os.makedirs(os.path.dirname(entry), mode=0o700, exist_ok=True)
         if not _private(os.lstat(os.path.dirname(entry))):
             return
-        data = {"key": key, "seal": _seal(os.fspath(path)), "stateDir": os.fspath(state)}
+        folder = os.fspath(state)
+        if "\0" in folder:
+            return
+        data = "\0".join([TAG, key, _seal(os.fspath(path)), folder])
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
         with os.fdopen(os.open(tmp, flags, 0o600), "wb") as handle:
-            handle.write(json.dumps(data).encode("utf-8", "surrogatepass"))
+            handle.write(data.encode("utf-8", "surrogatepass"))
         os.replace(tmp, entry)
     except (OSError, ValueError):
         import contextlib  # the rare path only
