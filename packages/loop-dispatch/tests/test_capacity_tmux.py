@@ -195,8 +195,12 @@ def test_max_live_two_drains_fair_never_over_committed_every_comment_once(
     assert all(e["detail"]["why"] == "capacity" for e in hibernated)
     # Every follow-up to a hibernated session woke its conversation: resumed, never fresh.
     assert len(asleep) >= 3  # five items, at most two live
-    resumed = [e for e in events.read("session.respawned") if e["detail"]["resumed"]]
-    assert {e["workItem"] for e in resumed} == asleep
+    # (The sweep goes on while the follow-ups arrive: it may put more items to sleep
+    # after `asleep` was read, so those are a floor, not the whole set.)
+    respawned = events.read("session.respawned")
+    assert all(e["detail"]["resumed"] for e in respawned), respawned
+    woken = {e["workItem"] for e in respawned}
+    assert asleep <= woken <= {e["workItem"] for e in hibernated}
     assert not events.read("session.resume_failed")
     assert not [e for e in events.read("inbox.gave_up")]
 
