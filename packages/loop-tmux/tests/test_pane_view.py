@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +87,29 @@ def test_pane_views_match_pane_view_across_batches(tmux: Tmux, tmp_path: Path) -
     # 80 live sessions need several command lines (16 KiB each at most); each of the
     # 10 absent ones ends a batch (tmux stops at its has-session): far fewer than 91.
     assert 2 <= batched <= 16, batched
+    # Without screens: the same views (absent and dead ones too) from ONE tmux call.
+    calls = _count_calls(tmux)
+    plain = tmux.pane_views(asked)
+    assert calls() == 1
+    assert plain == {name: tmux.pane_view(name) for name in asked}
+    assert plain == {n: None if v is None else replace(v, screen=None) for n, v in views.items()}
+
+
+def test_views_without_screens_read_the_pane_pane_view_targets(tmux: Tmux, tmp_path: Path) -> None:
+    """A session with two windows, the second split: the active pane of the current
+    window, as `pane_view` (display-message -t =NAME:) reads it, never another pane;
+    another session's panes are not taken for it."""
+    assert tmux.spawn("multi", ["sleep", "60"], str(tmp_path)).ok
+    assert tmux.spawn("multi-other", ["cat"], str(tmp_path)).ok
+    server = ["tmux", "-L", tmux.socket_name or "", "-f", "/dev/null"]
+    subprocess.run([*server, "new-window", "-t", "=multi:", "sh"], check=True)
+    subprocess.run([*server, "split-window", "-t", "=multi:", "top"], check=True)
+    subprocess.run([*server, "select-pane", "-t", "=multi:", "-U"], check=True)  # the sh
+    wait_until(lambda: tmux.pane_view("multi").command == "sh", what="the sh pane active")
+    views = tmux.pane_views(["multi", "multi-other"])
+    assert views == {"multi": tmux.pane_view("multi"), "multi-other": tmux.pane_view("multi-other")}
+    assert views["multi"].command == "sh"  # type: ignore[union-attr]
+    assert views["multi-other"].command == "cat"  # type: ignore[union-attr]
 
 
 def test_absent_sessions_cost_at_most_one_call_each(tmux: Tmux, tmp_path: Path) -> None:

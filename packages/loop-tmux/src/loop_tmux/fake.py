@@ -50,6 +50,9 @@ _FORMAT_KEYS = (
     "pane_id",
     "pane_current_command",
     "session_name",
+    "alternate_on",
+    "window_active",
+    "pane_active",
 )
 
 
@@ -332,6 +335,9 @@ class _Fake:
                 pane_pid=str(pane["pid"]),
                 pane_id=pane["id"],
                 pane_current_command=pane["command"],
+                alternate_on="1" if pane.get("alternate") else "0",
+                window_active="1",  # one window per session
+                pane_active="1" if pane is session.get("panes", [None])[0] else "0",
             )
         for key in _FORMAT_KEYS:
             text = text.replace("#{" + key + "}", values.get(key, ""))
