@@ -228,6 +228,7 @@ class Runtime:
         self._close_waits: dict[str, float] = {}
         # (project, harness) -> (the config it was built from, its view, its dispatcher)
         self._dispatchers: dict[tuple[str, str], tuple[Config, Config, Dispatcher]] = {}
+        self._adapters: dict[tuple[str, str], tuple[Config, HarnessAdapter]] = {}
         self._dispatchers_lock = threading.Lock()
 
     # Built from live keys: dropped on a reload, built again on next use.
@@ -245,6 +246,7 @@ class Runtime:
             self.__dict__.pop(name, None)
         with self._dispatchers_lock:  # each is built anew from the new config on use
             self._dispatchers.clear()
+            self._adapters.clear()
         self._sources = None
         for drain in self._drains:
             drain.configure(
@@ -784,8 +786,27 @@ class Runtime:
 
         ref = record.work_item
         name = harness_choice.in_force(self.config, harness_choice.read(self.store, ref))
-        adapter = self.dispatcher_for(ref.project, name)[1].adapter
+        adapter = self.adapter_for(ref.project, name)
         return adapter if adapter.name == record.harness else None
+
+    def adapter_for(self, project: str, harness: str) -> HarnessAdapter:
+        """The adapter of one project's sessions under one named harness: its
+        dispatcher's when one is built, else the adapter alone (reading activity for
+        `status` needs no dispatcher, whose import alone costs tens of milliseconds)."""
+        base = self.config
+        cfg = base.for_project(project, harness)
+        key = _GLOBAL if cfg is base else (project, harness)
+        with self._dispatchers_lock:
+            built = self._dispatchers.get(key)
+            if built is not None and built[0] is base:
+                return built[2].adapter
+            found = self._adapters.get(key)
+            if found is None or found[0] is not base:
+                from .harness_state import harness_state
+
+                found = (base, build_adapter(cfg.harness, harness_state(cfg)))
+                self._adapters[key] = found
+            return found[1]
 
     def activity_reader(self) -> ActivityReader:
         """Sessions' activity now (issue 25): every pane in one batched tmux call, then

@@ -148,7 +148,10 @@ def create_app(
 
     # Which config computed it: `status` uses the answer only for its own config.
     loaded_from = views.rt.loaded.path
-    config_header = {CONFIG_HEADER: str(loaded_from.resolve()) if loaded_from else ""}
+    config_header = {
+        CONFIG_HEADER: str(loaded_from.resolve()) if loaded_from else "",
+        VERSION_HEADER: __version__,  # another version's data may not fit our renderer
+    }
 
     rendered = Rendered()
 
@@ -160,11 +163,7 @@ def create_app(
         found = fresh if fresh is not None else await run_in_threadpool(views.status)
         if render is None:
             return JSONResponse(found, headers=config_header)
-        headers = {
-            **config_header,
-            OK_HEADER: "1" if found.get("ok") else "0",
-            VERSION_HEADER: __version__,
-        }
+        headers = {**config_header, OK_HEADER: "1" if found.get("ok") else "0"}
         body = rendered.of(found, render)
         return Response(body, media_type="text/plain; charset=utf-8", headers=headers)
 

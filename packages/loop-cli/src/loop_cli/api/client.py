@@ -96,7 +96,8 @@ def daemon_status(
     state_dir: os.PathLike[str] | str, config_path: os.PathLike[str] | str | None
 ) -> dict[str, Any] | None:
     """The status the daemon on this state dir computes, when one answers and it runs
-    on the same config file (else None: another config would be another status)."""
+    on the same config file (else None: another config would be another status) with
+    this very loop-cli (another version's fields may not be the ones rendered here)."""
     if os.environ.get(DISABLE_ENV) == "1":
         return None
     answer = get(os.path.join(state_dir, "api.sock"), "/api/status")
@@ -104,7 +105,7 @@ def daemon_status(
         return None
     headers, data = answer
     mine = os.path.realpath(config_path) if config_path else ""
-    if headers.get(CONFIG_HEADER) != mine:
+    if headers.get(CONFIG_HEADER) != mine or headers.get(VERSION_HEADER) != __version__:
         return None
     if not isinstance(data, dict) or "ok" not in data:
         return None
