@@ -21,8 +21,7 @@ from typing import Any
 
 import pytest
 
-import loop_cli
-from loop_cli.api.client import get_json
+from loop_cli.api.client import build, config_id, daemon_output, get_json
 from loop_cli.api.follow import LogFollower, last_records
 from loop_cli.api.unixsock import bind_private
 from loop_cli.config import parse_text
@@ -91,7 +90,6 @@ class FakeDaemon:
                 **headers,
                 "content-type": "text/plain; charset=utf-8",
                 "x-the-loop-ok": "1" if rendered["ok"] else "0",
-                "x-the-loop-version": loop_cli.__version__,
             }
             for fmt in ("text", "json"):
                 text = render_output(rendered, fmt).encode()
@@ -135,8 +133,8 @@ def fake_daemon(isolated: Path) -> Iterator[Callable[..., FakeDaemon]]:
         (isolated / "state").mkdir(mode=0o700, exist_ok=True)
         sent = {
             "content-type": "application/json",
-            "x-the-loop-config": config,
-            "x-the-loop-version": loop_cli.__version__,
+            "x-the-loop-config": config_id(config),
+            "x-the-loop-version": build(),
         }
         sent.update(headers or {})
         made.append(
@@ -196,7 +194,7 @@ def test_status_prints_what_the_daemon_answers(
 @pytest.mark.parametrize(
     "headers",
     [
-        {"x-the-loop-version": "0.0.1-older"},  # another loop-cli might render otherwise
+        {"x-the-loop-version": "0.1.0 1.2 3.4"},  # another build might render otherwise
         {"x-the-loop-ok": "maybe"},  # no exit code to give
     ],
 )
@@ -308,6 +306,107 @@ def test_status_computes_itself_when_the_daemon_fails(
     assert json.loads(done.stdout)["version"] != "served-by-the-daemon"
 
 
+def _rendered_answer(text: bytes, config: Path, *, length: int | None = None) -> bytes:
+    """What the real daemon answers to `?render=text` (its headers), `text` as the body."""
+    headers = {
+        "content-type": "text/plain; charset=utf-8",
+        "x-the-loop-config": config_id(config),
+        "x-the-loop-version": build(),
+        "x-the-loop-ok": "1",
+    }
+    answer = _answer(200, text, headers)
+    if length is not None:
+        answer = answer.replace(
+            f"content-length: {len(text)}".encode(), f"content-length: {length}".encode()
+        )
+    return answer
+
+
+@pytest.mark.parametrize(
+    ("body", "length", "taken"),
+    [
+        (b"the-loop 0.1.0\nstate: /x\n", None, True),  # the control: whole, plain
+        (b"the-loop 0.1.0\nsta", 40, False),  # cut short: the daemon died mid-answer
+        (b"the-loop 0.1.0\n\x1b]0;title\x07\x1b[2J\n", None, False),  # escapes
+        ("the-loop 0.1.0 \x9b2J\n".encode(), None, False),  # a C1 control
+        (b"the-loop \xff\n", None, False),  # not UTF-8
+    ],
+)
+def test_only_a_whole_plain_rendering_is_printed(
+    tmp_path: Path, body: bytes, length: int | None, taken: bool
+) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text("{}\n")
+    server = FakeDaemon(tmp_path / "api.sock", 200, b"", {})
+    server.answer = _rendered_answer(body, config, length=length)
+    try:
+        found = daemon_output(tmp_path, config, "text")
+    finally:
+        server.close()
+    assert server.requests
+    assert found == ((body.decode(), True) if taken else None)
+
+
+def test_a_socket_of_another_user_is_not_asked(tmp_path: Path) -> None:
+    """A state directory others can write to: whoever listens on api.sock there is
+    not taken at its word unless it runs as us (or root). SO_PEERCRED says who."""
+    if not hasattr(socket, "SO_PEERCRED"):
+        pytest.skip("no SO_PEERCRED on this platform (the socket file's owner is checked)")
+    if os.geteuid() != 0:
+        pytest.skip("needs root, to listen as another user (nobody) in this test")
+    import shutil
+    import tempfile
+
+    shared = Path(tempfile.mkdtemp(prefix="loop-shared-state-", dir="/tmp"))
+    try:
+        shared.chmod(0o777)  # a state directory anyone can write to
+        config = tmp_path / "config.yaml"
+        config.write_text("{}\n")
+        answer = _rendered_answer(b"the-loop 0.1.0\nplanted\n", config)
+        for uid, taken in ((65534, False), (os.geteuid(), True)):
+            path = shared / "api.sock"
+            ready_r, ready_w = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # the listener, as `uid`; never returns into pytest
+                try:
+                    os.close(ready_r)
+                    os.setgid(uid)
+                    os.setuid(uid)
+                    listener = socket.socket(socket.AF_UNIX)
+                    listener.bind(str(path))
+                    listener.listen(4)
+                    os.write(ready_w, b"1")
+                    while True:
+                        conn, _ = listener.accept()
+                        conn.recv(65536)
+                        conn.sendall(answer)
+                        conn.close()
+                finally:
+                    os._exit(0)
+            os.close(ready_w)
+            try:
+                assert os.read(ready_r, 1) == b"1"
+                found = daemon_output(shared, config, "text")
+            finally:
+                os.close(ready_r)
+                os.kill(pid, 9)  # our own child
+                os.waitpid(pid, 0)
+                path.unlink()
+            assert (found is not None) is taken, (uid, found)
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
+
+
+def test_the_config_travels_as_hex_whatever_its_name(tmp_path: Path) -> None:
+    """A header is Latin-1: a config path in another script (or not UTF-8 at all)
+    must still name the daemon's config."""
+    for name in ("配置.yaml", "conf\udcff.yaml"):
+        named = config_id(tmp_path / name)
+        assert named.isascii()
+        assert bytes.fromhex(named) == os.fsencode(os.path.realpath(tmp_path / name))
+    assert config_id(None) == ""
+
+
 def test_a_stale_socket_is_no_answer(tmp_path: Path) -> None:
     path = tmp_path / "api.sock"
     stale = socket.socket(socket.AF_UNIX)
@@ -413,3 +512,48 @@ def test_the_status_snapshot_is_computed_once_per_burst_and_never_served_stale(
         assert computed == [1000.0, 1000.0 + views.FRESH_SECONDS + 0.01]
     finally:
         snapshot.stop()
+
+
+def test_a_relative_config_under_a_deleted_directory_is_one_line(isolated: Path) -> None:
+    """The hint and the config cache make the path absolute: with the working
+    directory gone that fails, and must be a miss, not a traceback."""
+    script = Path(sys.executable).with_name("the-loop")
+    if not script.exists():
+        pytest.skip("the-loop console script is not installed next to this python")
+    gone = isolated / "gone"
+    gone.mkdir()
+    for args in (["--config", "c.yaml", "status"], ["status", "-o", "json"]):
+        done = subprocess.run(
+            [
+                "sh",
+                "-c",
+                'cd "$1" && rmdir "$1" && shift && exec "$@"',
+                "sh",
+                str(gone),
+                str(script),
+                *args,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "THE_LOOP_CONFIG": "c.yaml"},
+            check=False,
+        )
+        assert done.returncode == 2, done.stderr
+        assert done.stderr == "Error: c.yaml: config file not found\n"
+        gone.mkdir()
+
+
+def test_the_build_changes_with_the_code_that_makes_status() -> None:
+    """A checkout edited under a running daemon keeps its version: the build does not."""
+    import loop_cli.status_text as code
+
+    source = Path(code.__file__)
+    before = build()
+    held = source.stat()
+    try:
+        os.utime(source, ns=(held.st_atime_ns, held.st_mtime_ns + 1_000_000_000))
+        assert build() != before
+    finally:
+        os.utime(source, ns=(held.st_atime_ns, held.st_mtime_ns))
+    assert build() == before

@@ -68,9 +68,13 @@ def key(path: Path, text: str) -> list[str]:
     return [__version__, _code(), *where, _digest(text.encode("utf-8", "surrogatepass"))]
 
 
-def _entry(path: Path) -> Path:
-    """One entry per config path; two paths sharing a name only evict each other."""
-    where = str(path.absolute()).encode("utf-8", "surrogatepass")
+def _entry(path: Path) -> Path | None:
+    """One entry per config path; two paths sharing a name only evict each other.
+    None for a relative path under a working directory deleted meanwhile (no entry)."""
+    try:
+        where = str(path.absolute()).encode("utf-8", "surrogatepass")
+    except OSError:
+        return None
     return cache_dir() / f"{_digest(where)[:32]}.msgpack"
 
 
@@ -110,7 +114,8 @@ def cached(path: Path, kind: type[T], want: list[str]) -> T | None:
     (`kind` is passed in, not imported: the config module is this one's caller.)"""
     if not _enabled():
         return None
-    blob = _read(_entry(path))
+    entry = _entry(path)
+    blob = None if entry is None else _read(entry)
     if blob is None:
         return None
     import msgspec
@@ -130,7 +135,8 @@ def last_valid(path: Path, kind: type[T]) -> T | None:
     Everything of the key but the file's text must still match."""
     if not _enabled():
         return None
-    blob = _read(_entry(path))
+    entry = _entry(path)
+    blob = None if entry is None else _read(entry)
     if blob is None:
         return None
     import msgspec
@@ -153,6 +159,8 @@ def keep(path: Path, config: object, want: list[str]) -> None:
     import msgspec
 
     entry = _entry(path)
+    if entry is None:
+        return
     tmp = entry.with_name(f"{entry.name}.{os.getpid()}.tmp")
     try:
         entry.parent.mkdir(parents=True, exist_ok=True, mode=0o700)

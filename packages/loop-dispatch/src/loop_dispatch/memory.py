@@ -7,6 +7,7 @@ One `tmux list-panes -a` and one pass over the process table for every session, 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -45,7 +46,7 @@ def _meminfo() -> HostMemory | None:
     try:
         with open("/proc/meminfo", "rb") as handle:
             text = handle.read()
-    except OSError:
+    except OSError:  # not Linux, or no /proc mounted
         return None
     found: dict[bytes, int] = {}
     for line in text.splitlines():
@@ -63,7 +64,7 @@ def _meminfo() -> HostMemory | None:
 def tree_rss(roots: Mapping[str, Iterable[int]]) -> dict[str, int]:
     """For each key, the summed RSS in bytes of its root pids and all their descendants
     (one pass over the process table); a process that went meanwhile counts 0."""
-    table = _proc_table() if os.path.isdir("/proc/self") else None
+    table = _proc_table() if sys.platform.startswith("linux") else None
     if table is None:
         table = _psutil_table()
     children, rss = table
@@ -87,7 +88,7 @@ Table = tuple[dict[int, list[int]], dict[int, int]]  # children by parent, RSS b
 def _proc_table() -> Table | None:
     """Linux: each process's parent and RSS from /proc/PID/stat, one small read per
     process (psutil's process_iter costs ten times as much: 50 ms at 300 processes).
-    None when /proc cannot be listed."""
+    None when /proc cannot be listed or not one process in it read."""
     try:
         names = os.listdir("/proc")
     except OSError:
@@ -110,7 +111,7 @@ def _proc_table() -> Table | None:
         pid = int(name)
         rss[pid] = int(fields[21]) * page
         children.setdefault(int(fields[1]), []).append(pid)
-    return children, rss
+    return (children, rss) if rss else None  # not one readable: let psutil say
 
 
 def _psutil_table() -> Table:

@@ -26,8 +26,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from .. import __version__
-from .client import CONFIG_HEADER, OK_HEADER, RENDERS, VERSION_HEADER
+from .client import CONFIG_HEADER, OK_HEADER, RENDERS, VERSION_HEADER, build, config_id
 from .follow import LogFollower
 from .metrics import CONTENT_TYPE, Metrics
 from .views import Views
@@ -149,8 +148,8 @@ def create_app(
     # Which config computed it: `status` uses the answer only for its own config.
     loaded_from = views.rt.loaded.path
     config_header = {
-        CONFIG_HEADER: str(loaded_from.resolve()) if loaded_from else "",
-        VERSION_HEADER: __version__,  # another version's data may not fit our renderer
+        CONFIG_HEADER: config_id(loaded_from),
+        VERSION_HEADER: build(),  # another build's data may not fit a client's renderer
     }
 
     rendered = Rendered()

@@ -79,9 +79,9 @@ def state_dir(explicit: str | None) -> tuple[str | None, str] | None:
     path = config_path(explicit)
     if path is None:  # the embedded defaults: the default state directory
         return None, os.path.join(_xdg("XDG_STATE_HOME", "~/.local/state"), APP)
-    key = _key(path)
-    entry = _entry(key)
     try:
+        key = _key(path)  # a relative path under a deleted working directory: a miss
+        entry = _entry(key)
         if not _private(os.lstat(os.path.dirname(entry))):
             return None
         fd = os.open(entry, os.O_RDONLY | os.O_NOFOLLOW)
@@ -103,7 +103,10 @@ def remember(path: os.PathLike[str] | str | None, state: os.PathLike[str] | str)
     load); never fails the command."""
     if path is None or not _enabled():
         return
-    key = _key(os.fspath(path))
+    try:
+        key = _key(os.fspath(path))
+    except OSError:
+        return
     entry = _entry(key)
     tmp = f"{entry}.{os.getpid()}.tmp"
     try:
