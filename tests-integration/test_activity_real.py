@@ -1,10 +1,11 @@
 """Issue 25 with the pinned real CLIs: the activity signal, and a rollout that cuts no turn.
 
-Claude Code and Codex run in real tmux against loop_cli.fakemodel on loopback, which
-holds a reply open for as long as the newest user turn asks (`loop-hold-<N>s`) and
-records every reply it began and whether the client took it whole. Two of three
-sessions are mid-turn when `sessions restart --all` starts: none of their replies may be
-cut, and every session must be relaunched once its turn has ended.
+Each test runs for both harnesses: Claude Code and Codex run in real tmux against
+loop_cli.fakemodel on loopback, which holds a reply open for as long as the newest user
+turn asks (`loop-hold-<N>s`) and records every reply it began and whether the client
+took it whole. Two of three sessions are mid-turn when `sessions restart --all` starts:
+none of their replies may be cut, and every session must be relaunched once its turn
+has ended.
 """
 
 from __future__ import annotations
@@ -44,11 +45,13 @@ def _wait(predicate, limit: float, step: float = 0.3):
     return predicate()
 
 
-def test_a_rollout_cuts_no_turn_and_relaunches_each_session_after_its_turn(tmp_path, model) -> None:
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_rollout_cuts_no_turn_and_relaunches_each_session_after_its_turn(
+    tmp_path, model, kind
+) -> None:
     from loop_cli.poller import drain_once
     from loop_cli.tracker import LocalTracker
 
-    kind = "claude-code"
     rt, config, socket = _runtime(tmp_path, kind, model)
     try:
         tracker = LocalTracker(rt.store)
@@ -154,13 +157,13 @@ def test_the_activity_signal_follows_a_held_turn(tmp_path, model, kind) -> None:
         subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True, check=False)
 
 
-def test_the_fake_model_sees_a_cut_turn(tmp_path, model) -> None:
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_fake_model_sees_a_cut_turn(tmp_path, model, kind) -> None:
     """The detector can fail: `--busy=restart --wait-idle 0` relaunches a session mid-turn
     (what every rollout did before issue 25), and the model records the reply cut."""
     from loop_cli.poller import drain_once
     from loop_cli.tracker import LocalTracker
 
-    kind = "claude-code"
     rt, config, socket = _runtime(tmp_path, kind, model)
     try:
         tracker = LocalTracker(rt.store)

@@ -525,37 +525,17 @@ def test_the_real_clis_prompts_are_dialogs_and_the_detector_raises_them(
         subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True, check=False)
 
 
-class _IdleByFile(ClaudeCodeAdapter):
-    """Claude Code read structurally, as issue 25 point 1 has the adapter read it: idle
-    when the conversation file's last message is the assistant's, its turn ended."""
-
-    def activity(self, view, conversation_id=None) -> str:
-        path = self.conversation_file(conversation_id) if conversation_id else None
-        if path is None or not path.exists():
-            return "unknown"
-        messages = [
-            record
-            for line in path.read_text().splitlines()
-            if line.strip() and (record := json.loads(line)).get("type") in ("user", "assistant")
-        ]
-        if not messages or messages[-1]["type"] != "assistant":
-            return "busy"
-        last = messages[-1].get("message") or {}
-        return "idle" if last.get("stop_reason") in ("end_turn", None) else "busy"
-
-
+@pytest.mark.parametrize("kind", KINDS)
 def test_a_hibernated_sessions_next_comment_reaches_the_model_with_its_history(
-    rig_for,
+    rig_for, kind
 ) -> None:
-    """Issue 25: the poll daemon's sweep ends an idle Claude Code (the pane and its
-    scrollback kept, the record `hibernated`); the next comment resumes the same
-    conversation, and the model's request holds the turns from before the hibernation."""
+    """Issue 25: the poll daemon's sweep ends an idle harness, idle by the real adapter's
+    activity signal (the pane and its scrollback kept, the record `hibernated`); the
+    next comment resumes the same conversation, and the model's request holds the turns
+    from before the hibernation."""
     from loop_dispatch.hibernation import Hibernator
 
-    rig = rig_for("claude-code")
-    rig.adapter = rig.dispatcher.adapter = _IdleByFile(
-        str(_binary("claude-code")), state_dir=rig.home
-    )
+    rig = rig_for(kind)
     ref, opening, later = _ref(30), _marker("before-nap"), _marker("after-nap")
     assert rig.until_processed(rig.source.add(ref, opening, EventKind.OPENED)) == "processed"
     assert rig.wait_turns(opening)

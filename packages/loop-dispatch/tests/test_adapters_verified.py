@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import time
 from pathlib import Path
 
@@ -183,3 +184,34 @@ def test_an_agent_reply_asking_to_proceed_is_not_a_permission_prompt() -> None:
     said = "\u25cf Shall I? Do you want to proceed? Would you like to run the following command?"
     assert ClaudeCodeAdapter().readiness(view(said)).dialog is None
     assert CodexAdapter().readiness(view(said)).dialog is None
+
+
+def test_codex_takes_the_rollout_file_its_own_process_holds_open(tmp_path: Path) -> None:
+    """Two Codex started in one cwd a moment apart: the later one may write its rollout
+    file first (seen on 0.171.0). The file the pane's process tree holds open decides,
+    never the start times."""
+    home, work = tmp_path / "codex", tmp_path / "work"
+    work.mkdir()
+    a = CodexAdapter(state_dir=home)
+    now = time.time()
+    _rollout(home, "sibling", str(work), now + 1)  # written first, by the other pane
+    mine = _rollout(home, "mine", str(work), now + 2)
+    holder = subprocess.Popen(["sh", "-c", 'exec 3<"$0"; exec sleep 30', str(mine)])
+    idle = subprocess.Popen(["sleep", "30"])
+    try:
+        deadline = time.monotonic() + 10
+        while a.discover_conversation(work, now, set(), [holder.pid]) is None:
+            assert time.monotonic() < deadline, "the held file was never read"
+            time.sleep(0.05)
+        assert a.discover_conversation(work, now, set(), [holder.pid]) == "mine"
+        # A pane whose processes hold no rollout file yet: wait, never guess a sibling's.
+        assert a.discover_conversation(work, now, set(), [idle.pid]) is None
+        # Its own file taken by another item already: not twice.
+        assert a.discover_conversation(work, now, {"mine"}, [holder.pid]) is None
+    finally:
+        for proc in (holder, idle):
+            proc.kill()
+            proc.wait()
+    # No live process to read (the pane is gone): start time and cwd, as before.
+    assert a.discover_conversation(work, now, set(), [holder.pid]) == "sibling"
+    assert a.discover_conversation(work, now, set()) == "sibling"

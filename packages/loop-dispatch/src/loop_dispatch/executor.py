@@ -15,7 +15,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Protocol
 
-from loop_tmux import DeliverResult, Observation, Presence, SpawnOutcome, SpawnResult, Tmux
+from loop_tmux import (
+    DeliverResult,
+    Observation,
+    Presence,
+    SpawnOutcome,
+    SpawnResult,
+    Tmux,
+    TmuxUnavailable,
+)
 
 from .adapters import HarnessAdapter, Readiness, new_conversation_id
 from .capacity import Capacity, Slot
@@ -46,7 +54,7 @@ from .decision import (
 )
 from .eventlog import EventLog
 from .framing import frame, spawn_prompt
-from .lock import LockTimeout
+from .lock import LockTimeout, LockUnavailable, file_lock
 from .model import Event, EventKind, WorkItemRef
 from .pastegate import PasteGate
 from .reasons import Outcome, OutcomeKind, Reason
@@ -72,6 +80,7 @@ class Host(Protocol):
     capacity: Capacity
     cwd_for: Callable[[WorkItemRef], Path]
     sleep: Callable[[float], None]
+    lock_dir: Path
     receipt_seconds: float
     survival_delay: float
     terminate_grace: float
@@ -87,6 +96,11 @@ class Host(Protocol):
     ) -> None: ...
 
     def first_deferral(self, delivery_id: str) -> bool: ...
+
+
+# The host's lock over finding and recording a conversation id (harnesses that pick
+# their own): the ids other items hold are read and the new one written under it.
+DISCOVERY_LOCK = "conversation-discovery.lock"
 
 
 def one_line(text: str | None) -> str:
@@ -604,24 +618,41 @@ class Executor:
 
     def discover(self, record: SessionRecord, started: float, *, wait: bool = True) -> str | None:
         """Codex: read the id of the conversation this spawn started from the harness's
-        own files (bounded wait) and record it; None while unknown (not resumable)."""
+        own files (bounded wait) and record it; None while unknown (not resumable).
+        The pane's processes tell its own file from a sibling's started in the same
+        cwd at the same moment; the claim is made under the host's discovery lock,
+        the ids other items hold read inside it, so two spawns finding ids at once
+        never both take one."""
         adapter = self.d.adapter
         if adapter.assigns_conversation_id:
             return None
-        others = {
-            r.conversation_id
-            for r in self.d.store.registry.list()
-            if r.conversation_id and r.work_item != record.work_item
-        }
+        try:
+            pids = self.d.tmux.pane_pids(record.tmux_name)
+        except TmuxUnavailable:
+            pids = []
         deadline = time.monotonic() + self.d.receipt_seconds
         while True:
-            found = adapter.discover_conversation(record.cwd, started, others)
+            found = self._claim(record, started, pids)
             if found is not None:
-                self.d.store.registry.set_conversation(record.work_item, found)
-                return str(found)
+                return found
             if not wait or time.monotonic() >= deadline:
                 return None
             self.d.sleep(0.2)
+
+    def _claim(self, record: SessionRecord, started: float, pids: list[int]) -> str | None:
+        try:
+            with file_lock(self.d.lock_dir / DISCOVERY_LOCK, "conversation discovery", 10.0):
+                others = {
+                    r.conversation_id
+                    for r in self.d.store.registry.list()
+                    if r.conversation_id and r.work_item != record.work_item
+                }
+                found = self.d.adapter.discover_conversation(record.cwd, started, others, pids)
+                if found is not None:
+                    self.d.store.registry.set_conversation(record.work_item, found)
+        except (LockTimeout, LockUnavailable):
+            return None
+        return None if found is None else str(found)
 
     # -- settling: the reason's event, with its fields ----------------------------------
 

@@ -105,7 +105,7 @@ class HarnessAdapter(Protocol):
     def receipt(self, conversation_id: str | None, mark: int, text: str) -> Receipt: ...
 
     def discover_conversation(
-        self, cwd: Path, started_at: float, exclude: set[str]
+        self, cwd: Path, started_at: float, exclude: set[str], pids: Sequence[int] = ()
     ) -> str | None: ...
 
     def transcript(self, conversation_id: str | None, turns: int) -> list[Turn]: ...
@@ -148,7 +148,12 @@ class VerifiedAdapter:
     def receipt(self, conversation_id: str | None, mark: int, text: str) -> Receipt:
         return Receipt("unknown", "this adapter has no receipts")
 
-    def discover_conversation(self, cwd: Path, started_at: float, exclude: set[str]) -> str | None:
+    def discover_conversation(
+        self, cwd: Path, started_at: float, exclude: set[str], pids: Sequence[int] = ()
+    ) -> str | None:
+        """The id of the conversation a start in `cwd` at `started_at` began, for a
+        harness that picks its own (`pids`: the pane's processes, when live); None while
+        unknown. Ids in `exclude` are other items' and never returned."""
         return None
 
     def transcript(self, conversation_id: str | None, turns: int) -> list[Turn]:

@@ -4,9 +4,14 @@ Tested with Codex CLI 0.169.0 and 0.171.0 (node 20, tmux 3.3a). As observed:
 
 - `codex PROMPT` starts a conversation; Codex cannot be told its id. It writes
   `$CODEX_HOME/sessions/YYYY/MM/DD/rollout-<time>-<uuid>.jsonl`, whose first line is a
-  `session_meta` record with the id, the cwd and the start time. The adapter finds the
-  file a start wrote by cwd and start time (never "the latest": items sharing a cwd
-  would resume each other's conversations) and skips ids other items hold.
+  `session_meta` record with the id, the cwd and the start time, and its `codex`
+  process holds that file open for as long as it runs. The adapter takes the rollout
+  file the pane's own process tree holds open (/proc); only where that cannot be read
+  (no live pane, another user's processes, no /proc) does it fall back to cwd and start
+  time (never "the latest": items sharing a cwd would resume each other's
+  conversations), skipping ids other items hold. Start time alone cannot tell two
+  starts in one cwd apart: of two Codex started 0.1 s apart, the later one may write
+  its `session_meta` first (seen on 0.171.0).
 - `codex resume ID PROMPT` resumes exactly that conversation. Until the id is known the
   session counts as not resumable.
 - The TUI is on the alternate screen from its first frame, composer marked U+203A; the trusted-
@@ -23,12 +28,14 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from loop_tmux import PaneView
 
+from ..procinfo import tree_open_files
 from . import receipts
 from .activity import BUSY, IDLE, from_tail
 from .base import (
@@ -193,9 +200,15 @@ class CodexAdapter(CliAdapter):
             return None
         return found[0] if found else None
 
-    def discover_conversation(self, cwd: Path, started_at: float, exclude: set[str]) -> str | None:
-        """The earliest conversation started in `cwd` since `started_at` that no other
-        item holds; None while Codex has not written it yet."""
+    def discover_conversation(
+        self, cwd: Path, started_at: float, exclude: set[str], pids: Sequence[int] = ()
+    ) -> str | None:
+        """The conversation of the rollout file the pane's processes (`pids`) hold open;
+        where they cannot be read, the earliest one started in `cwd` since `started_at`
+        that no other item holds. None while Codex has not written it yet."""
+        held = tree_open_files(pids) if pids else None
+        if held is not None:
+            return self._held_conversation(held, exclude)
         for path in self._rollouts(started_at):
             meta = _meta(path)
             if meta is None:
@@ -209,6 +222,19 @@ class CodexAdapter(CliAdapter):
                 and began >= started_at - _SKEW
                 and _same_dir(meta.get("cwd"), cwd)
             ):
+                return conversation
+        return None
+
+    @staticmethod
+    def _held_conversation(held: list[Path], exclude: set[str]) -> str | None:
+        """The id in the rollout file among `held` (its process's own, whatever its
+        start time or cwd); None while it holds none yet."""
+        for path in held:
+            if not (path.name.startswith("rollout-") and path.name.endswith(".jsonl")):
+                continue
+            meta = _meta(path)
+            conversation = meta.get("id") if meta is not None else None
+            if isinstance(conversation, str) and conversation not in exclude:
                 return conversation
         return None
 
