@@ -237,7 +237,10 @@ def test_sighup_reloads_at_once_between_long_cycles(tmp_path: Path, tmux_socket:
     d = Deployment(tmp_path, config, {})
     d.start()
     try:
-        assert wait_for(lambda: d.poller()["running"], timeout=60), d.log.read_text()
+        # The first beat may come before the daemon's config digest is recorded.
+        assert wait_for(lambda: d.poller()["running"] and d.poller()["config"], timeout=60), (
+            d.log.read_text()
+        )
         before = d.poller()["config"]["digest"]
         d.config["delivery"] = {"maxAttempts": 7}
         d.write(d.config)
