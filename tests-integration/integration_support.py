@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import TypeVar
+
+from loop_tmux.testing import finished_records
 
 T = TypeVar("T")
 
@@ -14,8 +15,7 @@ def harness_texts(directory: Path) -> list[str]:
     """Every text the fake harness received in `directory`: first prompts and pastes."""
     texts: list[str] = []
     for path in sorted(directory.glob("*.jsonl")):
-        for line in path.read_text().splitlines():
-            record = json.loads(line)
+        for record in finished_records(path):
             if record.get("event") == "start" and record.get("prompt"):
                 texts.append(record["prompt"])
             elif record.get("event") == "message":

@@ -18,12 +18,7 @@ TURN = 15.0  # seconds each harness works on its prompt (its screen redraws mean
 
 
 def _auto_events(dep: Deployment) -> list[dict]:
-    out = []
-    for line in dep.event_log_text().splitlines():
-        record = json.loads(line)
-        if record["type"] == "session.env_restart":
-            out.append(record)
-    return out
+    return [r for r in dep.event_records() if r["type"] == "session.env_restart"]
 
 
 def test_auto_roll_relaunches_at_the_idle_moment_and_leaves_a_busy_one(

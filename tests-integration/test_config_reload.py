@@ -26,7 +26,7 @@ import yaml
 from integration_support import harness_texts
 from loop_rig import the_loop
 
-from loop_tmux.testing import wait_for
+from loop_tmux.testing import finished_records, wait_for
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "packages" / "loop-cli" / "tests"))
 from fakegithub import FakeGitHub
@@ -90,11 +90,8 @@ class Deployment:
 
     def events(self, kind: str) -> list[dict[str, Any]]:
         path = self.tmp / "state" / "events.jsonl"
-        if not path.exists():
-            return []
         out = []
-        for line in path.read_text().splitlines():
-            record = json.loads(line)
+        for record in finished_records(path):
             if record["type"] == kind:
                 out.append(record)
         return out
@@ -263,7 +260,7 @@ def conversations(folder: Path) -> list[dict[str, Any]]:
     """The demo agent's records in one conversations folder."""
     out: list[dict[str, Any]] = []
     for path in sorted(folder.glob("*.jsonl")):
-        out += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        out += finished_records(path)
     return out
 
 

@@ -30,7 +30,7 @@ from loop_cli.webhook.app import create_app
 from loop_cli.webhook.seen import InboxAccept
 from loop_cli.webhook.verify import sign
 from loop_dispatch import WorkItemRef
-from loop_tmux.testing import wait_for
+from loop_tmux.testing import finished_records, wait_for
 
 pytestmark = pytest.mark.tmux
 
@@ -68,7 +68,7 @@ def app(world: dict[str, Any], **kwargs: Any) -> Any:
 def records(world: dict[str, Any]) -> list[dict[str, Any]]:
     out = []
     for path in sorted(world["convo"].glob("*.jsonl")):
-        out += [json.loads(line) for line in path.read_text().splitlines()]
+        out += finished_records(path)
     return out
 
 

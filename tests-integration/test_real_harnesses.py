@@ -28,7 +28,7 @@ from loop_dispatch import Dispatcher, Event, EventKind, EventLog, PollBatch, Sto
 from loop_dispatch.adapters import ClaudeCodeAdapter, CodexAdapter
 from loop_dispatch.launch import LaunchSpec
 from loop_tmux import Tmux
-from loop_tmux.testing import wait_for
+from loop_tmux.testing import finished_records, wait_for
 
 pytestmark = pytest.mark.tmux
 
@@ -137,8 +137,7 @@ class Rig:
 
     def log(self, type_: str) -> list[dict]:
         out = []
-        for line in self.events_path.read_text().splitlines():
-            record = json.loads(line)
+        for record in finished_records(self.events_path):
             if record.get("type") == type_:
                 out.append(record)
         return out

@@ -26,6 +26,8 @@ from pathlib import Path
 
 import pytest
 
+from loop_tmux.testing import finished_records
+
 pytestmark = [
     pytest.mark.tmux,
     pytest.mark.skipif(shutil.which("tmux") is None, reason="needs a tmux binary"),
@@ -119,10 +121,7 @@ class Deployment:
 
     def starts(self, conversation: str) -> list[dict]:
         path = self.convos / f"{conversation}.jsonl"
-        if not path.exists():
-            return []
-        lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-        return [rec for rec in lines if rec["event"] == "start"]
+        return [rec for rec in finished_records(path) if rec["event"] == "start"]
 
     def wait_starts(self, conversation: str, count: int, timeout: float = 15.0) -> list[dict]:
         deadline = time.monotonic() + timeout
@@ -135,6 +134,11 @@ class Deployment:
     def event_log_text(self) -> str:
         state = self.root / "state"
         return "".join(p.read_text() for p in sorted(state.glob("events.jsonl*")))
+
+    def event_records(self) -> list[dict]:
+        """The event log's finished records, across its rotated files."""
+        state = self.root / "state"
+        return [r for p in sorted(state.glob("events.jsonl*")) for r in finished_records(p)]
 
 
 @pytest.fixture
@@ -244,7 +248,7 @@ def test_rotation_fleet_story(deployment: Deployment) -> None:
         f"API_TOKEN={dep.old}"
     )
 
-    events = [json.loads(line) for line in dep.event_log_text().splitlines()]
+    events = dep.event_records()
     restarts = [e for e in events if e["type"] == "session.env_restart"]
     assert sorted(e["workItem"] for e in restarts) == sorted(refs)
     assert all(e["detail"]["stale_names"] == ["API_TOKEN"] for e in restarts)
@@ -426,7 +430,7 @@ def _restart_process(dep: Deployment) -> subprocess.Popen[str]:
 
 
 def _events(dep: Deployment, type_: str) -> list[dict]:
-    lines = [json.loads(line) for line in dep.event_log_text().splitlines() if line.strip()]
+    lines = dep.event_records()
     return [e for e in lines if e["type"] == type_]
 
 

@@ -25,6 +25,8 @@ from loop_cli.webhook.verify import sign
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "packages" / "loop-cli" / "tests"))
 from fakegithub import payloads
 
+from loop_tmux.testing import finished_records
+
 SECRET = "limits-secret-4Kq"
 REPO = "Octo/App"  # GitHub's spelling; the config says octo/app
 
@@ -88,10 +90,7 @@ class Receiver:
 
     def events(self, kind: str) -> list[dict]:
         path = self.tmp / "events.jsonl"
-        if not path.exists():
-            return []
-        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-        return [r for r in rows if r["type"] == kind]
+        return [r for r in finished_records(path) if r["type"] == kind]
 
     def stop(self) -> int:
         if self.proc.poll() is None:

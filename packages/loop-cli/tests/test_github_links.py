@@ -5,7 +5,6 @@ the poller, and the CI retry budget."""
 
 from __future__ import annotations
 
-import json
 import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -25,6 +24,7 @@ from loop_cli.webhook.payload import Rules, to_event
 from loop_dispatch import Event, WorkItemRef
 from loop_dispatch.eventlog import EventLog
 from loop_dispatch.store import Store
+from loop_tmux.testing import finished_records
 
 API = "acme/api"
 ITEM1 = WorkItemRef("github", REPO, 1)
@@ -93,10 +93,7 @@ class Ledger:
         return fresh
 
     def records(self, kind: str) -> list[dict[str, Any]]:
-        if not self.log_path.exists():
-            return []
-        rows = [json.loads(line) for line in self.log_path.read_text().splitlines()]
-        return [r for r in rows if r["type"] == kind]
+        return [r for r in finished_records(self.log_path) if r["type"] == kind]
 
 
 def graphql_posts(fake: FakeGitHub) -> int:

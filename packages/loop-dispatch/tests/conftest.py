@@ -18,7 +18,7 @@ from loop_dispatch.model import Event, EventKind, WorkItemRef
 from loop_dispatch.pgcluster import Cluster, ClusterUnavailable, start_cluster
 from loop_dispatch.store import Store
 from loop_tmux import Tmux
-from loop_tmux.testing import fake_client, wait_until
+from loop_tmux.testing import fake_client, finished_records, wait_until
 
 REPO = Path(__file__).resolve().parents[3]
 FAKE_HARNESS = REPO / "tests-integration" / "harness" / "fake_harness.py"
@@ -172,12 +172,7 @@ def make_dispatcher(store: Store, events: EventLog, tmp_path: Path):
 
 
 def read_conversation(directory: Path, conversation_id: str) -> list[dict]:
-    import json
-
-    path = directory / f"{conversation_id}.jsonl"
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return finished_records(directory / f"{conversation_id}.jsonl")
 
 
 @pytest.fixture(name="read_conversation")

@@ -23,6 +23,7 @@ from loop_dispatch.hibernation import Hibernator
 from loop_dispatch.launch import LaunchSpec
 from loop_dispatch.memory import session_rss
 from loop_dispatch.model import WorkItemRef
+from loop_tmux.testing import finished_records
 
 pytestmark = pytest.mark.tmux
 
@@ -50,12 +51,7 @@ class FileIdleAdapter(GenericAdapter):
 
 
 def read_conversation(directory: Path, conversation_id: str) -> list[dict]:
-    import json
-
-    path = directory / f"{conversation_id}.jsonl"
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return finished_records(directory / f"{conversation_id}.jsonl")
 
 
 class UnknownAdapter(FileIdleAdapter):
@@ -74,12 +70,9 @@ def _launcher(convo: Path, turn: float = 0.3):
 
 def _received(convo: Path) -> Counter[str]:
     """Each marker's arrivals in any harness: a start's prompt or a pasted message."""
-    import json
-
     counts: Counter[str] = Counter()
     for path in convo.glob("*.jsonl"):
-        for line in path.read_text().splitlines():
-            record = json.loads(line)
+        for record in finished_records(path):
             text = record.get("prompt") if record["event"] == "start" else record.get("text")
             if record["event"] in ("start", "message") and text:
                 counts.update(MARK.findall(text))

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from loop_tmux import Tmux
-from loop_tmux.testing import wait_for, wait_until
+from loop_tmux.testing import finished_records, wait_for, wait_until
 
 pytest_plugins = ["pytester"]
 
@@ -94,3 +94,15 @@ def test_a_suite_without_conftest_gets_a_private_server_killed_at_teardown(
         assert alive.returncode == 0  # only that server
     finally:
         Tmux(socket_name=bystander, config_file="/dev/null").kill_server(timeout=15)
+
+
+def test_finished_records_leave_a_line_still_being_written_for_the_next_poll(tmp_path):
+    """A reader that polls a live writer's file sees whole records only: the piece after
+    the last newline (part of an append) waits, and a blank line is no record."""
+    path = tmp_path / "log.jsonl"
+    assert finished_records(path) == []
+    path.write_bytes(b'{"n": 1}\n\n{"n": 2}\n{"n": 3, "text": "half')
+    assert finished_records(path) == [{"n": 1}, {"n": 2}]
+    with path.open("ab") as handle:
+        handle.write(b' done"}\n')
+    assert finished_records(path) == [{"n": 1}, {"n": 2}, {"n": 3, "text": "half done"}]

@@ -18,11 +18,13 @@ Fixtures:
 Functions (import them): :func:`wait_for` returns the last value at its deadline (for
 ``assert wait_for(...), log`` and for a tally after a bounded wait); :func:`wait_until`
 fails the test naming what never happened; :func:`fake_client` builds a fake with a
-suite's own client options.
+suite's own client options; :func:`finished_records` reads a JSON-lines file another
+process is still appending to.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import time
@@ -80,6 +82,19 @@ def wait_until(
     if not value:
         pytest.fail(f"timed out after {timeout:g}s waiting for {what or predicate}")
     return value
+
+
+def finished_records(path: Path) -> list[dict[str, Any]]:
+    """The JSON objects of `path`'s finished lines: those up to its last newline. A live
+    writer's append can be read half done (a reader may see part of one write), so the
+    piece after the last newline is left for the next poll; a missing file is empty."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return []
+    finished = data[: data.rfind(b"\n") + 1].splitlines()
+    records = (json.loads(line) for line in finished if line.strip())
+    return [record for record in records if isinstance(record, dict)]
 
 
 def _unique_socket() -> str:
