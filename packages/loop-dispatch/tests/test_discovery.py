@@ -14,6 +14,7 @@ from pathlib import Path
 
 from loop_dispatch.adapters import ClaudeCodeAdapter
 from loop_dispatch.model import WorkItemRef
+from loop_tmux.testing import wait_for
 
 
 class _SlowFinder(ClaudeCodeAdapter):
@@ -56,3 +57,66 @@ def test_two_spawns_discovering_at_once_each_get_their_own_id(
     held = {str(r): store.registry.get(r).conversation_id for r in refs}
     assert held == found
     assert {"first"} in adapter.seen  # the second look saw the first claim
+
+
+def _rollout_path(home: Path, cid: str) -> Path:
+    return home / "sessions" / "2026" / "12" / "04" / f"rollout-2026-12-04T00-00-00-{cid}.jsonl"
+
+
+def _rollout(home: Path, cid: str, cwd: Path, *, ended: bool) -> Path:
+    """A Codex rollout file: its session_meta, one user turn and, `ended`, its end."""
+    import json
+
+    path = _rollout_path(home, cid)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime())
+    said = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "go"}]}
+    lines = [
+        {"type": "session_meta", "payload": {"id": cid, "timestamp": stamp, "cwd": str(cwd)}},
+        {"type": "response_item", "payload": said},
+    ]
+    if ended:
+        lines.append({"type": "event_msg", "payload": {"type": "task_complete"}})
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return path
+
+
+def test_a_codex_that_opens_its_rollout_after_the_spawns_wait_is_found_by_a_reader(
+    store, make_dispatcher, real_tmux, tmp_path: Path
+) -> None:
+    """A loaded host: the spawn's bounded wait ended before Codex opened its rollout
+    file, so no id was recorded and the session's activity reads "unknown". A reader
+    of its activity (status, hibernation, a close, a rollout) looks again, without
+    waiting, in the file the live pane holds, never a sibling's; and a look begun
+    before a respawn records nothing over the new start."""
+    from loop_dispatch.adapters import CodexAdapter
+
+    home, work = tmp_path / "codex", tmp_path / "work"
+    work.mkdir(exist_ok=True)
+    adapter = CodexAdapter(state_dir=home)
+    d = make_dispatcher(real_tmux, adapter)
+    ref = WorkItemRef.parse("github:acme/widgets#7")
+    record = store.registry.register(ref, harness="codex", conversation_id=None, cwd=work)
+    _rollout(home, "sibling", work, ended=True)  # another pane's, same cwd, same moment
+    mine = _rollout_path(home, "mine")
+    holder = 'while [ ! -e "$0" ]; do sleep 0.05; done; exec 3<"$0"; exec sleep 60'
+    assert real_tmux.spawn(record.tmux_name, ["sh", "-c", holder, str(mine)], str(work)).ok
+
+    assert d.with_conversation(record).conversation_id is None  # holds none yet: no guess
+    assert store.registry.get(ref).conversation_id is None
+    view = real_tmux.pane_views([record.tmux_name], capture=True)[record.tmux_name]
+    assert adapter.activity(view, None) == "unknown"
+
+    _rollout(home, "mine", work, ended=True)
+    found = wait_for(lambda: d.with_conversation(record).conversation_id, timeout=10)
+    assert found == "mine"
+    assert store.registry.get(ref).conversation_id == "mine"
+    assert d.with_conversation(record).conversation_id == "mine"  # read before: the registry's
+    assert adapter.activity(view, found) == "idle"  # its own file: the turn has ended
+
+    # A respawn between the look's start and its claim: the new start keeps its own.
+    store.registry.set_conversation(ref, None)
+    time.sleep(0.01)
+    assert store.registry.mark_started(ref)
+    assert d.with_conversation(record).conversation_id is None  # `record`: the old start
+    assert store.registry.get(ref).conversation_id is None

@@ -126,6 +126,19 @@ def cycle_summary(
     return summary
 
 
+def find_conversations(rt: Runtime) -> int:
+    """How many conversation ids this cycle found late (issue 25): a Codex that opened
+    its rollout file after its spawn's bounded wait would otherwise stay "unknown" in
+    `status` until its next delivery. A failure is recorded (`poll.error`), never fatal."""
+    try:
+        late = [r for r in rt.store.registry.list("active") if not r.conversation_id]
+        return sum(1 for r in late if rt.with_conversation(r).conversation_id)
+    except Exception as exc:
+        error = f"conversations: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+        rt.event_log.emit("poll.error", level="error", source="poller", detail={"error": error})
+        return 0
+
+
 def hibernate_idle(rt: Runtime) -> int:
     """The cycle's hibernation sweep (issue 25): how many idle harnesses it ended.
 
@@ -261,6 +274,7 @@ def run_forever(
                         "reason": "another host of the fleet holds the poller role",
                     }
                 drainer.drain.wake()
+                find_conversations(rt)
                 summary["hibernated"] = hibernate_idle(rt)
                 rolling.maybe()
             except Exception as exc:  # recorded; the daemon keeps going

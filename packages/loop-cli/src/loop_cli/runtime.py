@@ -789,6 +789,28 @@ class Runtime:
         adapter = self.adapter_for(ref.project, name)
         return adapter if adapter.name == record.harness else None
 
+    def dispatcher_of(self, record: SessionRecord) -> Dispatcher | None:
+        """The dispatcher of the harness that started this session (as `adapter_of`),
+        or None when that is not the one configured for it now."""
+        from . import harness_choice
+
+        ref = record.work_item
+        name = harness_choice.in_force(self.config, harness_choice.read(self.store, ref))
+        dispatcher = self.dispatcher_for(ref.project, name)[1]
+        return dispatcher if dispatcher.adapter.name == record.harness else None
+
+    def with_conversation(self, record: SessionRecord) -> SessionRecord:
+        """`record` with its conversation id, found late when its harness picks its own
+        (Codex) and none is recorded yet (Dispatcher.with_conversation); as it is
+        otherwise. Only such records build a dispatcher."""
+        if record.conversation_id or record.status != "active":
+            return record
+        adapter = self.adapter_of(record)
+        if adapter is None or adapter.assigns_conversation_id:
+            return record
+        dispatcher = self.dispatcher_of(record)
+        return record if dispatcher is None else dispatcher.with_conversation(record)
+
     def adapter_for(self, project: str, harness: str) -> HarnessAdapter:
         """The adapter of one project's sessions under one named harness: its
         dispatcher's when one is built, else the adapter alone (reading activity for
@@ -824,6 +846,8 @@ class Runtime:
             for record in records:
                 view = views.get(record.tmux_name)
                 screen = None if view is None else view.screen
+                if view is not None and not view.dead:
+                    record = self.with_conversation(record)
                 found = activity_of(self.adapter_of(record), record, view)
                 out[str(record.work_item)] = Look(found, screen)
             return out

@@ -36,6 +36,7 @@ from .lock import LockTimeout, LockUnavailable
 from .model import Event, EventKind, WorkItemRef
 from .pastegate import PasteGate
 from .reasons import Outcome, OutcomeKind, Reason
+from .registry import SessionRecord
 from .relaunch import Relauncher
 from .store import Store, StoreError
 from .workspace import Workspaces
@@ -166,6 +167,13 @@ class Dispatcher:
                 return self.closer.close(ref, delivery_id)
         except LockUnavailable as exc:
             return Outcome.of(Reason.LOCK_UNAVAILABLE, one_line(str(exc)))
+
+    def with_conversation(self, record: SessionRecord) -> SessionRecord:
+        """`record` with its harness's conversation id, found late if need be: what a
+        reader of a session's activity (status, hibernation, a close, a rollout) calls
+        first, so a Codex whose rollout file came after its spawn's wait is not
+        "unknown" for ever (Executor.discover_late)."""
+        return self.executor.discover_late(record)
 
     # -- lock held: claim, run the attempt, settle ------------------------------------
 

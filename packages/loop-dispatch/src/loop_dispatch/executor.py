@@ -97,6 +97,8 @@ class Host(Protocol):
 
     def first_deferral(self, delivery_id: str) -> bool: ...
 
+    def with_conversation(self, record: SessionRecord) -> SessionRecord: ...
+
 
 # The host's lock over finding and recording a conversation id (harnesses that pick
 # their own): the ids other items hold are read and the new one written under it.
@@ -113,6 +115,16 @@ def _since(moment: datetime) -> float | None:
     if moment.tzinfo is None:
         return None
     return round(max(0.0, (datetime.now(timezone.utc) - moment).total_seconds()), 3)
+
+
+def _same_start(now: SessionRecord | None, record: SessionRecord) -> bool:
+    """Is the registry's record (`now`) still the active start `record` was read from?"""
+    return (
+        now is not None
+        and now.status == "active"
+        and now.tmux_name == record.tmux_name
+        and now.started_at == record.started_at
+    )
 
 
 def _epoch(moment: datetime) -> float:
@@ -639,9 +651,46 @@ class Executor:
                 return None
             self.d.sleep(0.2)
 
-    def _claim(self, record: SessionRecord, started: float, pids: list[int]) -> str | None:
+    def discover_late(self, record: SessionRecord) -> SessionRecord:
+        """`record` with its conversation id, looked for once more (no wait) when a
+        harness that picks its own ids (Codex) has none recorded: on a loaded host it may
+        open its rollout file after the spawn's bounded wait, and without an id its
+        activity reads "unknown" for ever (no rollout, no hibernation). Only a live pane
+        is read, and the id is recorded only while the registry still holds this same
+        start of the harness: a respawn in between keeps its own."""
+        if self.d.adapter.assigns_conversation_id or record.conversation_id:
+            return record
+        if record.status != "active":
+            return record
+        now = self.d.store.registry.get(record.work_item)
+        if not _same_start(now, record):
+            return record
+        if now is not None and now.conversation_id:  # found since `record` was read
+            return replace(record, conversation_id=now.conversation_id)
+        try:
+            pids = self.d.tmux.pane_pids(record.tmux_name)
+        except TmuxUnavailable:
+            return record
+        if not pids:
+            return record
+        started = _epoch(record.started_at or record.updated_at)
+        found = self._claim(record, started, pids, same_start=True)
+        return record if found is None else replace(record, conversation_id=found)
+
+    def _claim(
+        self, record: SessionRecord, started: float, pids: list[int], *, same_start: bool = False
+    ) -> str | None:
+        """Find and record the id under the host's discovery lock. `same_start`: only
+        while the registry's record is still `record`'s start (the id it holds, if one
+        was found meanwhile)."""
         try:
             with file_lock(self.d.lock_dir / DISCOVERY_LOCK, "conversation discovery", 10.0):
+                if same_start:
+                    now = self.d.store.registry.get(record.work_item)
+                    if not _same_start(now, record):
+                        return None
+                    if now is not None and now.conversation_id:
+                        return now.conversation_id  # found meanwhile by another reader
                 others = {
                     r.conversation_id
                     for r in self.d.store.registry.list()
