@@ -225,6 +225,10 @@ def test_retry_and_drop_of_a_missing_row_both_exit_2(run_cli, loop_config) -> No
     assert "re-armed" not in retry.output  # a refusal alone is not announced as a success
 
 
+def _sigint_default() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_signals_end_a_command_with_the_shells_codes(write_config, signum: int, code: int) -> None:
     config = write_config(use_env=False)
@@ -234,6 +238,9 @@ def test_signals_end_a_command_with_the_shells_codes(write_config, signum: int, 
         stderr=subprocess.PIPE,
         text=True,
         env=script_env(),
+        # As from an interactive shell: a background job of a non-interactive one (CI
+        # started with `&`) inherits SIGINT ignored, and an ignored SIGINT stays ignored.
+        preexec_fn=_sigint_default,
     )
     try:
         assert proc.stdout is not None
