@@ -1,20 +1,24 @@
-"""A Codex id its spawn missed is found later, by the daemon's cycle and by a rollout's
-activity reader (issue 25): on a loaded host Codex can open its rollout file after the
-spawn's bounded wait, and a session without an id read "unknown" until its next
-delivery, so a rollout waited for it in vain and `status` never saw it idle."""
+"""A Codex id its spawn missed is found later (issue 25): by the daemon's cycle, with a
+back-off for sessions that never get one, and by `sessions restart` before it plans,
+so the session is resumed rather than left running. On a loaded host Codex can open
+its rollout file after the spawn's bounded wait; without an id the session read
+"unknown" until its next delivery and no rollout could resume it."""
 
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from loop_cli.config import load_config
-from loop_cli.poller import find_conversations
+from loop_cli.late_ids import FIRST_BACKOFF, LateConversations
 from loop_cli.runtime import Runtime
 from loop_dispatch import WorkItemRef
-from loop_tmux.testing import wait_for
+
+HOLDER = 'while [ ! -e "$0" ]; do sleep 0.05; done; exec 3<"$0"; exec sleep 60'
 
 
 def _rollout_path(home: Path, cid: str) -> Path:
@@ -35,51 +39,92 @@ def _write_rollout(home: Path, cid: str, cwd: Path) -> None:
     path.write_text("".join(json.dumps(x) + "\n" for x in lines))
 
 
-def test_the_cycle_and_a_rollouts_reader_find_the_id_a_codex_spawn_missed(
-    write_config: Callable[..., Path], tmux_socket: str, isolated: Path
-) -> None:
-    home, work = isolated / "codex-home", isolated / "work"
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _world(
+    write_config: Callable[..., Path], tmux_socket: str, isolated: Path, monkeypatch: Any
+) -> dict[str, Any]:
+    """Two Codex sessions whose ids were not found at spawn; each pane's process opens
+    its rollout file once the test writes it. A `codex` on PATH for the restart."""
+    home, work, bin_dir = isolated / "codex-home", isolated / "work", isolated / "bin"
     work.mkdir()
+    bin_dir.mkdir()
+    codex = bin_dir / "codex"
+    codex.write_text("#!/bin/sh\nexec sleep 60\n")
+    codex.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    env_file = isolated / "agent.env"
+    env_file.write_text("API_TOKEN=new\n")
     write_config(
         {
             "routing": {"tmuxSocket": tmux_socket},
             "harness": {"adapter": "codex", "stateDir": str(home), "cwd": str(work)},
+            "env": {"file": str(env_file)},
         }
     )
     rt = Runtime(load_config(None))
+    refs = [WorkItemRef.parse(f"local:late#{n}") for n in (1, 2)]
+    for ref, cid in zip(refs, ("first", "second"), strict=True):
+        record = rt.store.registry.register(ref, harness="codex", conversation_id=None, cwd=work)
+        argv = ["sh", "-c", HOLDER, str(_rollout_path(home, cid))]
+        assert rt.tmux.spawn(record.tmux_name, argv, str(work)).ok
+    return {"rt": rt, "refs": refs, "home": home, "work": work}
+
+
+def test_the_daemons_cycle_finds_a_missed_id_and_backs_off_from_one_never_written(
+    write_config: Callable[..., Path], tmux_socket: str, isolated: Path, monkeypatch: Any
+) -> None:
+    world = _world(write_config, tmux_socket, isolated, monkeypatch)
+    rt, refs, home, work = world["rt"], world["refs"], world["home"], world["work"]
+    clock = _Clock()
+    late = LateConversations(clock)
     try:
-        refs = [WorkItemRef.parse(f"local:late#{n}") for n in (1, 2)]
-        records = [
-            rt.store.registry.register(r, harness="codex", conversation_id=None, cwd=work)
-            for r in refs
-        ]
-        holder = 'while [ ! -e "$0" ]; do sleep 0.05; done; exec 3<"$0"; exec sleep 60'
-        for record, cid in zip(records, ("first", "second"), strict=True):
-            argv = ["sh", "-c", holder, str(_rollout_path(home, cid))]
-            assert rt.tmux.spawn(record.tmux_name, argv, str(work)).ok
-        read = rt.activity_reader()
-        before = read(records)
-        assert {ref: look.activity for ref, look in before.items()} == {
+        activity = rt.activity_reader()
+        records = [rt.store.registry.get(r) for r in refs]
+        assert {k: v.activity for k, v in activity(records).items()} == {
             "local:late#1": "unknown",
             "local:late#2": "unknown",
         }
-        assert find_conversations(rt) == 0  # neither holds a rollout file yet
-
-        _write_rollout(home, "first", work)  # the daemon's cycle finds #1's
-        assert wait_for(lambda: find_conversations(rt), timeout=10) == 1
-        assert rt.store.registry.get(refs[0]).conversation_id == "first"
-        assert rt.store.registry.get(refs[1]).conversation_id is None
-
-        _write_rollout(home, "second", work)  # a rollout's reader finds #2's itself
-        looks = wait_for(
-            lambda: (found := read(records))["local:late#2"].activity != "unknown" and found,
-            timeout=10,
-        )
-        assert looks
-        assert {ref: look.activity for ref, look in looks.items()} == {
+        assert late.sweep(rt) == 0  # neither pane holds a rollout file yet
+        _write_rollout(home, "first", work)
+        _write_rollout(home, "second", work)
+        time.sleep(0.5)  # each pane's process opens its own
+        assert late.sweep(rt) == 0  # both missed once: not looked at again yet
+        clock.now += FIRST_BACKOFF
+        assert late.sweep(rt) == 2
+        assert [rt.store.registry.get(r).conversation_id for r in refs] == ["first", "second"]
+        records = [rt.store.registry.get(r) for r in refs]
+        assert {k: v.activity for k, v in activity(records).items()} == {
             "local:late#1": "idle",
             "local:late#2": "idle",
         }
-        assert rt.store.registry.get(refs[1]).conversation_id == "second"
+    finally:
+        rt.close()
+
+
+def test_a_restart_finds_the_missed_id_before_it_plans_and_resumes_it(
+    write_config: Callable[..., Path],
+    tmux_socket: str,
+    isolated: Path,
+    run_cli: Any,
+    monkeypatch: Any,
+) -> None:
+    world = _world(write_config, tmux_socket, isolated, monkeypatch)
+    rt, refs, home, work = world["rt"], world["refs"], world["home"], world["work"]
+    try:
+        _write_rollout(home, "first", work)  # #2's Codex has written none yet
+        time.sleep(0.5)
+        result = run_cli("sessions", "restart", "--all", "--force", "--dry-run", "-o", "json")
+        rows = {r["ref"]: r for r in json.loads(result.output)["rows"]}
+        assert rows["local:late#1"]["outcome"] == "would-restart", rows
+        assert rows["local:late#2"]["outcome"] == "skipped-not-resumable", rows
+        assert rt.store.registry.get(refs[0]).conversation_id == "first"
+        assert rt.store.registry.get(refs[1]).conversation_id is None
     finally:
         rt.close()

@@ -27,7 +27,7 @@ class _SlowFinder(ClaudeCodeAdapter):
         super().__init__(checks=False)
         self.seen: list[set[str]] = []
 
-    def discover_conversation(self, cwd, started_at, exclude, pids=()):
+    def discover_conversation(self, cwd, started_at, exclude, pids=(), *, guess=True):
         self.seen.append(set(exclude))
         time.sleep(0.3)
         return next((c for c in ("first", "second") if c not in exclude), None)
@@ -81,15 +81,16 @@ def _rollout(home: Path, cid: str, cwd: Path, *, ended: bool) -> Path:
     return path
 
 
-def test_a_codex_that_opens_its_rollout_after_the_spawns_wait_is_found_by_a_reader(
-    store, make_dispatcher, real_tmux, tmp_path: Path
+def test_a_codex_that_opens_its_rollout_after_the_spawns_wait_is_found_late(
+    store, make_dispatcher, real_tmux, tmp_path: Path, monkeypatch
 ) -> None:
     """A loaded host: the spawn's bounded wait ended before Codex opened its rollout
-    file, so no id was recorded and the session's activity reads "unknown". A reader
-    of its activity (status, hibernation, a close, a rollout) looks again, without
-    waiting, in the file the live pane holds, never a sibling's; and a look begun
-    before a respawn records nothing over the new start."""
-    from loop_dispatch.adapters import CodexAdapter
+    file, so no id was recorded and the session's activity reads "unknown". A later look
+    (`with_conversation`: the daemon's cycle, a restart's plan) finds it in the file the
+    live pane holds; never a sibling's by cwd and start time, not while another holds
+    the item's lock, and not for a start that is no longer the registry's."""
+    from loop_dispatch.adapters import CodexAdapter, codex
+    from loop_dispatch.lock import item_lock
 
     home, work = tmp_path / "codex", tmp_path / "work"
     work.mkdir(exist_ok=True)
@@ -97,10 +98,10 @@ def test_a_codex_that_opens_its_rollout_after_the_spawns_wait_is_found_by_a_read
     d = make_dispatcher(real_tmux, adapter)
     ref = WorkItemRef.parse("github:acme/widgets#7")
     record = store.registry.register(ref, harness="codex", conversation_id=None, cwd=work)
-    _rollout(home, "sibling", work, ended=True)  # another pane's, same cwd, same moment
-    mine = _rollout_path(home, "mine")
+    _rollout(home, "another", work, ended=True)  # a sibling pane's, same cwd and moment
     holder = 'while [ ! -e "$0" ]; do sleep 0.05; done; exec 3<"$0"; exec sleep 60'
-    assert real_tmux.spawn(record.tmux_name, ["sh", "-c", holder, str(mine)], str(work)).ok
+    argv = ["sh", "-c", holder, str(_rollout_path(home, "mine"))]
+    assert real_tmux.spawn(record.tmux_name, argv, str(work)).ok
 
     assert d.with_conversation(record).conversation_id is None  # holds none yet: no guess
     assert store.registry.get(ref).conversation_id is None
@@ -108,15 +109,28 @@ def test_a_codex_that_opens_its_rollout_after_the_spawns_wait_is_found_by_a_read
     assert adapter.activity(view, None) == "unknown"
 
     _rollout(home, "mine", work, ended=True)
-    found = wait_for(lambda: d.with_conversation(record).conversation_id, timeout=10)
+
+    def held() -> bool:
+        files = codex.tree_open_files(real_tmux.pane_pids(record.tmux_name)) or []
+        return any(p.name.endswith("-mine.jsonl") for p in files)
+
+    assert wait_for(held, timeout=10), "the pane never opened its rollout file"
+    with monkeypatch.context() as m:  # the pane's processes cannot be read: no guess
+        m.setattr(codex, "tree_open_files", lambda pids: None)
+        assert d.with_conversation(record).conversation_id is None
+    with item_lock(d.lock_dir, ref, timeout=1):  # an attempt holds the item
+        assert d.with_conversation(record).conversation_id is None
+    assert store.registry.get(ref).conversation_id is None
+
+    found = d.with_conversation(record).conversation_id
     assert found == "mine"
     assert store.registry.get(ref).conversation_id == "mine"
     assert d.with_conversation(record).conversation_id == "mine"  # read before: the registry's
     assert adapter.activity(view, found) == "idle"  # its own file: the turn has ended
 
-    # A respawn between the look's start and its claim: the new start keeps its own.
+    # The harness started again since `record` was read: that start keeps its own.
     store.registry.set_conversation(ref, None)
     time.sleep(0.01)
     assert store.registry.mark_started(ref)
-    assert d.with_conversation(record).conversation_id is None  # `record`: the old start
+    assert d.with_conversation(record).conversation_id is None
     assert store.registry.get(ref).conversation_id is None

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from loop_dispatch.drain import DrainReport, Settlement
 
     from .attempts import Attempts
+    from .late_ids import LateConversations
     from .live_config import LiveConfig
     from .runtime import Runtime
 
@@ -126,13 +127,12 @@ def cycle_summary(
     return summary
 
 
-def find_conversations(rt: Runtime) -> int:
-    """How many conversation ids this cycle found late (issue 25): a Codex that opened
-    its rollout file after its spawn's bounded wait would otherwise stay "unknown" in
-    `status` until its next delivery. A failure is recorded (`poll.error`), never fatal."""
+def find_conversations(rt: Runtime, late: LateConversations) -> int:
+    """How many conversation ids this cycle found late (late_ids.py): a Codex that
+    opened its rollout file after its spawn's bounded wait would otherwise stay
+    "unknown" until its next delivery. A failure is recorded (`poll.error`), never fatal."""
     try:
-        late = [r for r in rt.store.registry.list("active") if not r.conversation_id]
-        return sum(1 for r in late if rt.with_conversation(r).conversation_id)
+        return late.sweep(rt)
     except Exception as exc:
         error = f"conversations: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
         rt.event_log.emit("poll.error", level="error", source="poller", detail={"error": error})
@@ -242,8 +242,10 @@ def run_forever(
     drainer = _DrainThread(rt, stop, ground.check)
     drainer.thread.start()
     from .autoroll import AutoRoll
+    from .late_ids import LateConversations
 
     rolling = AutoRoll(rt)  # env.autoRoll: idle (issue 25)
+    late = LateConversations()
     role = rt.store.role_lock("poller")  # one poller for a fleet; always ours on SQLite
     cycles = 0
     failed = 0  # cycles in a row that raised or could not read the source
@@ -274,7 +276,7 @@ def run_forever(
                         "reason": "another host of the fleet holds the poller role",
                     }
                 drainer.drain.wake()
-                find_conversations(rt)
+                find_conversations(rt, late)
                 summary["hibernated"] = hibernate_idle(rt)
                 rolling.maybe()
             except Exception as exc:  # recorded; the daemon keeps going

@@ -846,8 +846,6 @@ class Runtime:
             for record in records:
                 view = views.get(record.tmux_name)
                 screen = None if view is None else view.screen
-                if view is not None and not view.dead:
-                    record = self.with_conversation(record)
                 found = activity_of(self.adapter_of(record), record, view)
                 out[str(record.work_item)] = Look(found, screen)
             return out
@@ -876,6 +874,7 @@ class Runtime:
             "launcher": launcher,
             "adapter_for": adapter_for,
             "activity": self.activity_reader(),
+            "conversation": self.with_conversation,
             "events": self.event_log,
             "lock": lambda ref: item_lock(self.lock_dir, ref, timeout=RESTART_LOCK_TIMEOUT),
             "survival_delay": self.config.harness.survival_seconds,

@@ -124,7 +124,6 @@ class Closer:
         view = seen.view
         if seen.presence is not Presence.LIVE or view is None or view.dead or view.screen is None:
             return False
-        record = d.with_conversation(record)
         activity = d.adapter.activity(view, record.conversation_id)
         if activity in ("busy", "idle"):
             return activity == "busy"

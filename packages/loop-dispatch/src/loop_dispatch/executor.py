@@ -54,7 +54,7 @@ from .decision import (
 )
 from .eventlog import EventLog
 from .framing import frame, spawn_prompt
-from .lock import LockTimeout, LockUnavailable, file_lock
+from .lock import LockTimeout, LockUnavailable, file_lock, item_lock
 from .model import Event, EventKind, WorkItemRef
 from .pastegate import PasteGate
 from .reasons import Outcome, OutcomeKind, Reason
@@ -97,8 +97,6 @@ class Host(Protocol):
 
     def first_deferral(self, delivery_id: str) -> bool: ...
 
-    def with_conversation(self, record: SessionRecord) -> SessionRecord: ...
-
 
 # The host's lock over finding and recording a conversation id (harnesses that pick
 # their own): the ids other items hold are read and the new one written under it.
@@ -117,11 +115,10 @@ def _since(moment: datetime) -> float | None:
     return round(max(0.0, (datetime.now(timezone.utc) - moment).total_seconds()), 3)
 
 
-def _same_start(now: SessionRecord | None, record: SessionRecord) -> bool:
+def _same_start(now: SessionRecord, record: SessionRecord) -> bool:
     """Is the registry's record (`now`) still the active start `record` was read from?"""
     return (
-        now is not None
-        and now.status == "active"
+        now.status == "active"
         and now.tmux_name == record.tmux_name
         and now.started_at == record.started_at
     )
@@ -655,48 +652,51 @@ class Executor:
         """`record` with its conversation id, looked for once more (no wait) when a
         harness that picks its own ids (Codex) has none recorded: on a loaded host it may
         open its rollout file after the spawn's bounded wait, and without an id its
-        activity reads "unknown" for ever (no rollout, no hibernation). Only a live pane
-        is read, and the id is recorded only while the registry still holds this same
-        start of the harness: a respawn in between keeps its own."""
+        activity reads "unknown" and a rollout cannot resume it.
+
+        Under the item's lock, taken without waiting (an attempt, close or relaunch
+        holding it looks for itself), so no start can change in between; only for the
+        registry's current start of this record; and only from the file the live pane's
+        processes hold (never a guess by cwd and start time, which would be a guess for
+        the session's whole life). Raises TmuxUnavailable when tmux does not answer."""
         if self.d.adapter.assigns_conversation_id or record.conversation_id:
             return record
         if record.status != "active":
             return record
-        now = self.d.store.registry.get(record.work_item)
-        if not _same_start(now, record):
-            return record
-        if now is not None and now.conversation_id:  # found since `record` was read
-            return replace(record, conversation_id=now.conversation_id)
         try:
-            pids = self.d.tmux.pane_pids(record.tmux_name)
-        except TmuxUnavailable:
+            with item_lock(self.d.lock_dir, record.work_item, timeout=0):
+                found = self._discover_held(record)
+        except (LockTimeout, LockUnavailable):
             return record
-        if not pids:
-            return record
-        started = _epoch(record.started_at or record.updated_at)
-        found = self._claim(record, started, pids, same_start=True)
         return record if found is None else replace(record, conversation_id=found)
 
+    def _discover_held(self, record: SessionRecord) -> str | None:
+        now = self.d.store.registry.get(record.work_item)
+        if now is None or not _same_start(now, record):
+            return None
+        if now.conversation_id:  # found since `record` was read
+            return now.conversation_id
+        pids = self.d.tmux.pane_pids(record.tmux_name)
+        if not pids:
+            return None
+        started = _epoch(record.started_at or record.updated_at)
+        return self._claim(record, started, pids, guess=False)
+
     def _claim(
-        self, record: SessionRecord, started: float, pids: list[int], *, same_start: bool = False
+        self, record: SessionRecord, started: float, pids: list[int], *, guess: bool = True
     ) -> str | None:
-        """Find and record the id under the host's discovery lock. `same_start`: only
-        while the registry's record is still `record`'s start (the id it holds, if one
-        was found meanwhile)."""
+        """Find and record the id under the host's discovery lock (the ids other items
+        hold are read inside it, so two looks never take one)."""
         try:
             with file_lock(self.d.lock_dir / DISCOVERY_LOCK, "conversation discovery", 10.0):
-                if same_start:
-                    now = self.d.store.registry.get(record.work_item)
-                    if not _same_start(now, record):
-                        return None
-                    if now is not None and now.conversation_id:
-                        return now.conversation_id  # found meanwhile by another reader
                 others = {
                     r.conversation_id
                     for r in self.d.store.registry.list()
                     if r.conversation_id and r.work_item != record.work_item
                 }
-                found = self.d.adapter.discover_conversation(record.cwd, started, others, pids)
+                found = self.d.adapter.discover_conversation(
+                    record.cwd, started, others, pids, guess=guess
+                )
                 if found is not None:
                     self.d.store.registry.set_conversation(record.work_item, found)
         except (LockTimeout, LockUnavailable):

@@ -155,7 +155,6 @@ class Hibernator:
     def _says_idle(self, view: PaneView | None, record: SessionRecord) -> bool:
         if view is None or view.dead:
             return False
-        record = self.d.with_conversation(record)
         return self.d.adapter.activity(view, record.conversation_id) == "idle"
 
     def _too_recent(self, ref: WorkItemRef, why: str) -> bool:

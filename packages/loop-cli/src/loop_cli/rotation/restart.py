@@ -234,6 +234,9 @@ class RestartDeps:
     max_workers: int = DEFAULT_WORKERS
     resume_prompt: str = RESUME_PROMPT
     activity: ActivityReader | None = None  # None: no signal, every session counts idle
+    # The record with a conversation id its spawn missed, found now (Codex, late_ids.py):
+    # looked for before a session is planned, so it is resumed rather than left running.
+    conversation: Callable[[SessionRecord], SessionRecord] | None = None
     clock: Callable[[], float] = time.monotonic
     idle_poll: float = IDLE_POLL
     quiet_seconds: float = QUIET_SECONDS
@@ -250,6 +253,16 @@ class RestartDeps:
         except TmuxUnavailable:
             found = {}
         return {str(r.work_item): found.get(str(r.work_item), Look("unknown")) for r in records}
+
+    def known(self, record: SessionRecord | None) -> SessionRecord | None:
+        """`record` with its conversation id found late when it had none (tmux silent:
+        as it is; the drift read that follows says what tmux can)."""
+        if record is None or record.conversation_id or self.conversation is None:
+            return record
+        try:
+            return self.conversation(record)
+        except TmuxUnavailable:
+            return record
 
     def relauncher(self) -> Relauncher:
         """loop_dispatch's relaunch primitive over these collaborators."""
@@ -423,7 +436,7 @@ def plan(
     selection: Selection, declared: EnvFile, deps: RestartDeps, *, force: bool
 ) -> list[Row | _Plan]:
     """Every selected session decided from one fleet read: final rows or relaunch plans."""
-    chosen = _records(selection, deps.registry)
+    chosen = [(ref, deps.known(r)) for ref, r in _records(selection, deps.registry)]
     report = environment_drift(
         [r for _, r in chosen if r is not None], declared, deps.tmux.panes(), reader=deps.reader
     )

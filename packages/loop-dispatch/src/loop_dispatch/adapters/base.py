@@ -105,7 +105,13 @@ class HarnessAdapter(Protocol):
     def receipt(self, conversation_id: str | None, mark: int, text: str) -> Receipt: ...
 
     def discover_conversation(
-        self, cwd: Path, started_at: float, exclude: set[str], pids: Sequence[int] = ()
+        self,
+        cwd: Path,
+        started_at: float,
+        exclude: set[str],
+        pids: Sequence[int] = (),
+        *,
+        guess: bool = True,
     ) -> str | None: ...
 
     def transcript(self, conversation_id: str | None, turns: int) -> list[Turn]: ...
@@ -149,11 +155,18 @@ class VerifiedAdapter:
         return Receipt("unknown", "this adapter has no receipts")
 
     def discover_conversation(
-        self, cwd: Path, started_at: float, exclude: set[str], pids: Sequence[int] = ()
+        self,
+        cwd: Path,
+        started_at: float,
+        exclude: set[str],
+        pids: Sequence[int] = (),
+        *,
+        guess: bool = True,
     ) -> str | None:
         """The id of the conversation a start in `cwd` at `started_at` began, for a
         harness that picks its own (`pids`: the pane's processes, when live); None while
-        unknown. Ids in `exclude` are other items' and never returned."""
+        unknown. Ids in `exclude` are other items' and never returned. `guess=False`:
+        only the pane's own processes may tell (no match by cwd and start time)."""
         return None
 
     def transcript(self, conversation_id: str | None, turns: int) -> list[Turn]:

@@ -201,14 +201,22 @@ class CodexAdapter(CliAdapter):
         return found[0] if found else None
 
     def discover_conversation(
-        self, cwd: Path, started_at: float, exclude: set[str], pids: Sequence[int] = ()
+        self,
+        cwd: Path,
+        started_at: float,
+        exclude: set[str],
+        pids: Sequence[int] = (),
+        *,
+        guess: bool = True,
     ) -> str | None:
         """The conversation of the rollout file the pane's processes (`pids`) hold open;
-        where they cannot be read, the earliest one started in `cwd` since `started_at`
-        that no other item holds. None while Codex has not written it yet."""
+        where they cannot be read (and `guess`), the earliest one started in `cwd` since
+        `started_at` that no other item holds. None while Codex has not written it yet."""
         held = tree_open_files(pids) if pids else None
         if held is not None:
             return self._held_conversation(held, exclude)
+        if not guess:
+            return None
         for path in self._rollouts(started_at):
             meta = _meta(path)
             if meta is None:
