@@ -56,3 +56,11 @@ def poll_and_drain(
     time.sleep(0.02)  # a retry scheduled by this run is due by the next one
     counts = {**drained.as_dict(), **polled.as_dict()}  # `errors`: the source's
     return SimpleNamespace(**counts, failed=drained.retried + drained.gave_up)
+
+
+def end_private_server(socket: str) -> None:
+    """End a test's own tmux server on its private socket and remove the socket file
+    (tmux 3.3a leaves it behind: a run of the real-harness tests left one per test)."""
+    from loop_tmux import Tmux
+
+    Tmux(socket_name=socket, config_file="/dev/null").kill_server()

@@ -11,10 +11,10 @@ has ended.
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 
 import pytest
+from integration_support import end_private_server
 from test_real_harnesses import KINDS, _cli, _cycle_until, _marker, _runtime, model
 
 from loop_cli.fakemodel import hold_marker
@@ -27,9 +27,14 @@ HOLD = 12.0  # seconds a held turn streams: long enough to be caught mid-turn
 
 
 def _activity(rt) -> dict[str, str | None]:
+    """Each session's activity as the poll daemon's cycle sees it: first the Codex ids
+    spawns missed (on a loaded host Codex can open its rollout file after the spawn's
+    wait; late_ids.py), then the adapters' reading."""
     from loop_cli.activity import activities, live_views
     from loop_cli.fleet import read_fleet
+    from loop_cli.late_ids import LateConversations
 
+    LateConversations().sweep(rt)
     records = rt.store.registry.list("active")
     views = live_views(rt.tmux, records, read_fleet(rt.tmux), capture=True)
     return activities(rt.adapter_of, records, views)
@@ -59,8 +64,13 @@ def test_a_rollout_cuts_no_turn_and_relaunches_each_session_after_its_turn(
         refs = [tracker.open(f"item {n}", text, project="demo") for n, text in enumerate(openings)]
         for text in openings:
             assert _cycle_until(rt, model, text), f"{kind} never started on {text}"
-        ids = {str(r): rt.store.registry.get(r).conversation_id for r in refs}
         assert _wait(lambda: set(_activity(rt).values()) == {"idle"}, 60), _activity(rt)
+        ids = {str(r): rt.store.registry.get(r).conversation_id for r in refs}
+        assert all(ids.values()), ids
+        if kind == "codex":  # as if its spawn had missed the id: the cycle finds that one
+            assert rt.store.registry.set_conversation(refs[2], None)
+            assert _activity(rt)[str(refs[2])] == "idle"
+            assert rt.store.registry.get(refs[2]).conversation_id == ids[str(refs[2])]
 
         # Two sessions get a comment whose reply the model holds open for HOLD seconds.
         held = refs[:2]
@@ -122,7 +132,7 @@ def test_a_rollout_cuts_no_turn_and_relaunches_each_session_after_its_turn(
             assert rt.store.registry.get(ref).conversation_id == ids[str(ref)]
     finally:
         rt.close()
-        subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True, check=False)
+        end_private_server(socket)
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -154,7 +164,7 @@ def test_the_activity_signal_follows_a_held_turn(tmp_path, model, kind) -> None:
         assert all(r.whole for r in held), held
     finally:
         rt.close()
-        subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True, check=False)
+        end_private_server(socket)
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -197,4 +207,4 @@ def test_the_fake_model_sees_a_cut_turn(tmp_path, model, kind) -> None:
         assert [r.whole for r in held] == [False], held
     finally:
         rt.close()
-        subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True, check=False)
+        end_private_server(socket)

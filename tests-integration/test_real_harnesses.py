@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
-from integration_support import poll_and_drain
+from integration_support import end_private_server, poll_and_drain
 
 from loop_cli.fakemodel import FakeModelServer, user_texts
 from loop_cli.harness_setup import harness_env, prepare_home
@@ -122,7 +122,7 @@ class Rig:
         prepare_home(self.kind, self.home, [folder], self.model.url, FAKE_KEY)
 
     def close(self) -> None:
-        subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True)
+        end_private_server(self.socket)
 
     def until_processed(self, event: Event, limit: float = 90.0) -> str:
         """Poll and drain until the event is settled; its final state."""
@@ -453,7 +453,7 @@ def test_sessions_restart_keeps_the_conversation_and_the_harness_home(
         assert rt.store.registry.get(ref).conversation_id == conversation
     finally:
         rt.close()
-        subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True, check=False)
+        end_private_server(socket)
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -479,7 +479,7 @@ def test_status_names_a_session_waiting_on_a_dialog(tmp_path, model, kind) -> No
         assert "waits on its trust dialog" in render_text(collect_status(rt))
     finally:
         rt.close()
-        subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True, check=False)
+        end_private_server(socket)
 
 
 PROMPTS = [
@@ -521,7 +521,7 @@ def test_the_real_clis_prompts_are_dialogs_and_the_detector_raises_them(
         ], screen
     finally:
         rt.close()
-        subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True, check=False)
+        end_private_server(socket)
 
 
 @pytest.mark.parametrize("kind", KINDS)
