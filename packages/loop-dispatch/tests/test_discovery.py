@@ -134,3 +134,31 @@ def test_a_codex_that_opens_its_rollout_after_the_spawns_wait_is_found_late(
     assert store.registry.mark_started(ref)
     assert d.with_conversation(record).conversation_id is None
     assert store.registry.get(ref).conversation_id is None
+
+
+def test_a_restart_word_finds_the_missed_id_and_may_resume(
+    store, make_dispatcher, real_tmux, tmp_path: Path, make_event
+) -> None:
+    """`the-loop restart` on the ticket meets a running Codex whose spawn missed its id:
+    the attempt holds the item's lock (no other look can run), so it looks itself, in
+    the file the pane holds, and the session is resumable instead of refused."""
+    from loop_dispatch.adapters import CodexAdapter
+    from loop_dispatch.model import EventKind
+
+    home, work = tmp_path / "codex", tmp_path / "work"
+    work.mkdir(exist_ok=True)
+    d = make_dispatcher(real_tmux, CodexAdapter(state_dir=home))
+    ref = WorkItemRef.parse("github:acme/widgets#8")
+    record = store.registry.register(ref, harness="codex", conversation_id=None, cwd=work)
+    _rollout(home, "mine", work, ended=True)
+    held = 'exec 3<"$0"; exec sleep 60'
+    argv = ["sh", "-c", held, str(_rollout_path(home, "mine"))]
+    assert real_tmux.spawn(record.tmux_name, argv, str(work)).ok
+    word = make_event(ref, kind=EventKind.CONTROL, body="the-loop restart")
+
+    def resumable() -> bool:
+        facts, attempt = d.executor.facts(word)
+        return facts.resumable and attempt.record.conversation_id == "mine"
+
+    assert wait_for(resumable, timeout=10)
+    assert store.registry.get(ref).conversation_id == "mine"

@@ -28,46 +28,71 @@ MAX_BACKOFF = 300.0
 
 
 class LateConversations:
-    """Which sessions to look at this cycle, and how long each waits after a miss."""
+    """Which sessions to look at this cycle, and how long each start waits after a miss."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
-        self._due: dict[str, tuple[float, float]] = {}  # ref -> (next look, back-off)
+        # (ref, start) -> (next look, back-off): a respawn's new start is looked at at once
+        self._due: dict[tuple[str, str], tuple[float, float]] = {}
 
     def sweep(self, rt: Runtime) -> int:
-        """Look for the missing ids that are due; how many were found. Raises what the
-        store or tmux raise (the caller records it and goes on)."""
+        """Look for the missing ids that are due; how many were found. Nothing while this
+        host's lease ran out (fleet), nor when tmux does not answer: the next cycle looks
+        again. Raises what the store raises (the caller records it and goes on)."""
         from loop_tmux import TmuxUnavailable
 
-        waiting = [r for r in rt.store.registry.list("active") if not r.conversation_id]
-        self._forget({str(r.work_item) for r in waiting})
+        if rt.fence is not None and rt.fence.refusal() is not None:
+            return 0  # another host may hold these items now
+        waiting = [r for r in _here(rt) if not r.conversation_id]
+        self._forget({_key(r) for r in waiting})
         now = self.clock()
-        due = [r for r in waiting if self._due.get(str(r.work_item), (0.0, 0.0))[0] <= now]
+        due = [r for r in waiting if self._due.get(_key(r), (0.0, 0.0))[0] <= now]
         if not due:
             return 0
-        views = rt.tmux.pane_views([r.tmux_name for r in due], capture=False)
+        try:
+            views = rt.tmux.pane_views([r.tmux_name for r in due], capture=False)
+        except TmuxUnavailable:
+            return 0
         found = 0
         for record in due:
             view = views.get(record.tmux_name)
-            if view is None or view.dead:  # not running here (another host's, or gone)
+            if view is None or view.dead:  # nothing runs: no file is held
                 continue
             try:
                 known = rt.with_conversation(record).conversation_id
             except TmuxUnavailable:
-                return found  # tmux stopped answering: the next cycle tries again
+                return found
             if known:
                 found += 1
-                self._due.pop(str(record.work_item), None)
+                self._due.pop(_key(record), None)
             else:
                 self._missed(record, now)
         return found
 
     def _missed(self, record: SessionRecord, now: float) -> None:
-        key = str(record.work_item)
+        key = _key(record)
         backoff = min(MAX_BACKOFF, max(FIRST_BACKOFF, self._due.get(key, (0.0, 0.0))[1] * 2))
         self._due[key] = (now + backoff, backoff)
 
-    def _forget(self, waiting: set[str]) -> None:
-        """Sessions that got an id, closed or went: no back-off kept for them."""
+    def _forget(self, waiting: set[tuple[str, str]]) -> None:
+        """Starts that got an id, ended or were replaced: no back-off kept for them."""
         for key in set(self._due) - waiting:
             del self._due[key]
+
+
+def _key(record: SessionRecord) -> tuple[str, str]:
+    started = record.started_at or record.created_at
+    return (str(record.work_item), started.isoformat())
+
+
+def _here(rt: Runtime) -> list[SessionRecord]:
+    """The active sessions of this host: on a fleet's shared store, those of the items
+    placed here (another host's item is never written from here, even when a pane of
+    it outlived its move)."""
+    active = rt.store.registry.list("active")
+    if not rt.fleet:
+        return active
+    from loop_dispatch.hosts import Hosts
+
+    placed = set(Hosts(rt.store).placed_on(rt.host_name))
+    return [r for r in active if str(r.work_item) in placed]

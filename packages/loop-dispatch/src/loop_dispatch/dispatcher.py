@@ -169,10 +169,10 @@ class Dispatcher:
             return Outcome.of(Reason.LOCK_UNAVAILABLE, one_line(str(exc)))
 
     def with_conversation(self, record: SessionRecord) -> SessionRecord:
-        """`record` with its harness's conversation id, found late if need be: what a
-        reader of a session's activity (status, hibernation, a close, a rollout) calls
-        first, so a Codex whose rollout file came after its spawn's wait is not
-        "unknown" for ever (Executor.discover_late)."""
+        """`record` with its harness's conversation id, found late if need be: the poll
+        daemon's cycle and `sessions restart`'s plan call it, so a Codex whose rollout
+        file came after its spawn's wait is not "unknown" for ever, and is resumed by a
+        rollout (Executor.discover_late)."""
         return self.executor.discover_late(record)
 
     # -- lock held: claim, run the attempt, settle ------------------------------------

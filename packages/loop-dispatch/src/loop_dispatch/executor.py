@@ -179,6 +179,8 @@ class Executor:
         spawn of its own on record (one indexed lookup; tmux is asked only then)."""
         registry = self.d.store.registry
         record = registry.get(event.work_item)
+        if event.kind is EventKind.CONTROL and record is not None and self._found_late(record):
+            record = registry.get(event.work_item)  # `restart` can resume it now
         own = frozenset(registry.tokens_carrying(event.work_item, event.delivery_id))
         active = record is not None and record.active
         control = parse_control(event.body) if event.kind is EventKind.CONTROL else None
@@ -213,6 +215,14 @@ class Executor:
                 event, kind=EventKind.MANUAL, body=CONTROL_PROMPT.format(verb=word.rstrip("e"))
             )
         return facts, attempt
+
+    def _found_late(self, record: SessionRecord) -> bool:
+        """A control word (`restart`) meets a running Codex whose id its spawn missed:
+        look for it now (the attempt holds the item's lock, so the daemon's look
+        cannot). False when there was nothing to find or tmux did not answer."""
+        if record.conversation_id:
+            return False
+        return self._discover_held(record) is not None
 
     def _resumable(self, record: SessionRecord | None) -> bool:
         """A closed record whose conversation this adapter can resume."""
@@ -355,9 +365,7 @@ class Executor:
         adapter = self.d.adapter
         if not adapter.has_receipts:
             return self.gated_deliver(record.tmux_name, text, event), lambda: False
-        conversation = record.conversation_id or self.discover(
-            record, _epoch(record.updated_at), wait=False
-        )
+        conversation = record.conversation_id or self._discover_held(record)
         mark = adapter.receipt_mark(conversation)
         result = self.gated_deliver(record.tmux_name, text, event)
         return result, lambda: self._confirm(record, event, conversation, mark, text)
@@ -555,9 +563,7 @@ class Executor:
         if self.d.workspaces is not None and self.workspace(a) is None:
             return replace(f, spawned=Spawn.NO_WORKSPACE)
         record = a.record
-        if not record.conversation_id and self.discover(
-            record, _epoch(record.updated_at), wait=False
-        ):
+        if not record.conversation_id and self._discover_held(record):
             a.record = record = self.d.store.registry.get(record.work_item) or record
         adapter = self.d.adapter
         if not adapter.can_resume:
@@ -654,11 +660,11 @@ class Executor:
         open its rollout file after the spawn's bounded wait, and without an id its
         activity reads "unknown" and a rollout cannot resume it.
 
-        Under the item's lock, taken without waiting (an attempt, close or relaunch
-        holding it looks for itself), so no start can change in between; only for the
-        registry's current start of this record; and only from the file the live pane's
-        processes hold (never a guess by cwd and start time, which would be a guess for
-        the session's whole life). Raises TmuxUnavailable when tmux does not answer."""
+        Under the item's lock, taken without waiting (when another holds it, this look
+        is skipped: a delivery and a control word look for themselves, and the next
+        look comes), so no start can change in between; only for the registry's
+        current start of this record; and only from the file the live pane's processes
+        hold (never a guess by cwd and start time). Unknown when tmux does not answer."""
         if self.d.adapter.assigns_conversation_id or record.conversation_id:
             return record
         if record.status != "active":
@@ -671,12 +677,21 @@ class Executor:
         return record if found is None else replace(record, conversation_id=found)
 
     def _discover_held(self, record: SessionRecord) -> str | None:
+        """The id of `record`'s current start from the file its live pane holds, found
+        and recorded now (the caller holds the item's lock); None while unknown. After
+        the spawn's own look nothing is guessed by cwd and start time: a guess could
+        take a sibling's id, and resume another item's conversation."""
+        if self.d.adapter.assigns_conversation_id:
+            return None
         now = self.d.store.registry.get(record.work_item)
         if now is None or not _same_start(now, record):
             return None
         if now.conversation_id:  # found since `record` was read
             return now.conversation_id
-        pids = self.d.tmux.pane_pids(record.tmux_name)
+        try:
+            pids = self.d.tmux.pane_pids(record.tmux_name)
+        except TmuxUnavailable:
+            return None
         if not pids:
             return None
         started = _epoch(record.started_at or record.updated_at)

@@ -43,6 +43,7 @@ from loop_dispatch.relaunch import (
     RelaunchTmux,
     resume_refusal,
 )
+from loop_dispatch.store import StoreError
 from loop_envstate import process_environ
 from loop_tmux import TmuxUnavailable
 
@@ -255,13 +256,13 @@ class RestartDeps:
         return {str(r.work_item): found.get(str(r.work_item), Look("unknown")) for r in records}
 
     def known(self, record: SessionRecord | None) -> SessionRecord | None:
-        """`record` with its conversation id found late when it had none (tmux silent:
-        as it is; the drift read that follows says what tmux can)."""
+        """`record` with its conversation id found late when it had none; as it is when
+        tmux or the store cannot say (then it is planned as it stands)."""
         if record is None or record.conversation_id or self.conversation is None:
             return record
         try:
             return self.conversation(record)
-        except TmuxUnavailable:
+        except (TmuxUnavailable, StoreError):
             return record
 
     def relauncher(self) -> Relauncher:
@@ -436,7 +437,7 @@ def plan(
     selection: Selection, declared: EnvFile, deps: RestartDeps, *, force: bool
 ) -> list[Row | _Plan]:
     """Every selected session decided from one fleet read: final rows or relaunch plans."""
-    chosen = [(ref, deps.known(r)) for ref, r in _records(selection, deps.registry)]
+    chosen = _records(selection, deps.registry)
     report = environment_drift(
         [r for _, r in chosen if r is not None], declared, deps.tmux.panes(), reader=deps.reader
     )
@@ -447,6 +448,9 @@ def plan(
             continue
         row = report.row(ref)
         assert row is not None
+        if force or row.state in (DriftState.STALE, DriftState.UNREADABLE):
+            record = deps.known(record)  # only a session it would relaunch
+            assert record is not None
         out.append(_plan_one(record, row, declared, force, deps))
     return out
 
@@ -694,7 +698,8 @@ def restart_sessions(
     `declared` is the file as read for this run. Only stale or unreadable sessions are
     relaunched unless `force`, each at its harness's next idle moment (`how`, see
     `Rollout`); `dry_run` decides everything, reads each one's activity once, and
-    touches nothing.
+    touches no session (it may record a Codex conversation id found late: a fact
+    about the session, `RestartDeps.known`).
 
     A stop signal (`Interrupted`, raised by the command's handler) ends the run where it
     stands: every session acted on gets its row and its `session.env_restart` record
