@@ -88,6 +88,35 @@ def test_claude_turns_join_a_reply_written_block_by_block(tmp_path: Path) -> Non
     ]
 
 
+def test_claude_codes_own_placeholder_reply_is_not_the_models_turn(tmp_path: Path) -> None:
+    """Killed before its reply was written, then resumed with the next comment: Claude
+    Code 2.x writes "No response requested." itself (model `<synthetic>`, seen with the
+    pinned CLI). That is not the agent's reply; an API error it writes so is kept."""
+
+    def synthetic(text: str, **extra: object) -> dict:
+        record = _assistant("s", {"type": "text", "text": text})
+        record["message"]["model"] = "<synthetic>"
+        return {**record, **extra}
+
+    adapter = _claude(
+        tmp_path,
+        [
+            _user("before the kill"),
+            synthetic("No response requested.", isApiErrorMessage=False),
+            _user("after the kill"),
+            _assistant("m1", {"type": "text", "text": "Noted."}),
+            _user("and then"),
+            synthetic("API Error: Connection error.", isApiErrorMessage=True),
+        ],
+    )
+    assert adapter.transcript(CID, 10) == [
+        Turn("user", "before the kill\nafter the kill"),
+        Turn("assistant", "Noted."),
+        Turn("user", "and then"),
+        Turn("assistant", "API Error: Connection error."),
+    ]
+
+
 def test_codex_turns_leave_out_its_own_context(tmp_path: Path) -> None:
     day = tmp_path / "codex" / "sessions" / "2026" / "12" / "03"
     day.mkdir(parents=True)

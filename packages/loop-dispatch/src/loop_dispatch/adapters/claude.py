@@ -104,15 +104,23 @@ def _user_text(record: dict[str, Any]) -> str | None:
     return None
 
 
+# The model Claude Code names on the assistant records it writes itself (2.x).
+SYNTHETIC = "<synthetic>"
+
+
 def _turn(record: dict[str, Any]) -> Turn | None:
     """A user or assistant record as a turn: the text blocks, a tool call as its name.
     A user record that only carries tool results, and Claude Code's own meta records
-    (`isMeta`), are not turns."""
+    (`isMeta`), are not turns; nor is the placeholder reply it writes itself (model
+    `<synthetic>`, e.g. "No response requested." when a conversation killed before its
+    reply is resumed), unless it reports an API error: that one the operator needs."""
     kind = record.get("type")
     message = record.get("message")
     if kind not in ("user", "assistant") or not isinstance(message, dict):
         return None
     if record.get("isMeta") or record.get("isSidechain"):
+        return None
+    if message.get("model") == SYNTHETIC and not record.get("isApiErrorMessage"):
         return None
     content = message.get("content")
     if isinstance(content, str):
