@@ -6,8 +6,9 @@ the id is recorded the session's activity reads "unknown" (in `status`, for
 hibernation) and a rollout cannot resume it. Each cycle looks again for the live
 sessions of this host still without one (`Dispatcher.with_conversation`: under the
 item's lock, from the file the pane holds only). A session that never gets one (a Codex
-stuck at a login dialog) is looked at less and less often, so a fleet of them costs the
-cycle little: one batched tmux call, then one look per session that is due.
+stuck at a login dialog) is looked at less and less often, and a cycle looks at
+LOOKS_PER_CYCLE sessions at most, so a fleet of them costs the cycle little: one
+batched tmux call, then one look per session that is due.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ __all__ = ["LateConversations"]
 
 FIRST_BACKOFF = 5.0  # seconds before a session without an id is looked at again
 MAX_BACKOFF = 300.0
+LOOKS_PER_CYCLE = 20  # a cycle's bound: 200 stuck sessions are looked at over 10 cycles
 
 
 class LateConversations:
@@ -46,7 +48,10 @@ class LateConversations:
         waiting = [r for r in _here(rt) if not r.conversation_id]
         self._forget({_key(r) for r in waiting})
         now = self.clock()
-        due = [r for r in waiting if self._due.get(_key(r), (0.0, 0.0))[0] <= now]
+        due = sorted(
+            (r for r in waiting if self._due.get(_key(r), (0.0, 0.0))[0] <= now),
+            key=lambda r: self._due.get(_key(r), (0.0, 0.0))[0],
+        )[:LOOKS_PER_CYCLE]  # the longest due first
         if not due:
             return 0
         try:

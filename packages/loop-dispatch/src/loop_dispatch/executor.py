@@ -704,11 +704,7 @@ class Executor:
         hold are read inside it, so two looks never take one)."""
         try:
             with file_lock(self.d.lock_dir / DISCOVERY_LOCK, "conversation discovery", 10.0):
-                others = {
-                    r.conversation_id
-                    for r in self.d.store.registry.list()
-                    if r.conversation_id and r.work_item != record.work_item
-                }
+                others = self.d.store.registry.conversations_of_others(record.work_item)
                 found = self.d.adapter.discover_conversation(
                     record.cwd, started, others, pids, guess=guess
                 )

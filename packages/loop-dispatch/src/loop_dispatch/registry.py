@@ -205,6 +205,16 @@ class Registry:
         rows = self._store.query(_SELECT + " WHERE work_item = ?", (str(ref),))
         return self._row_to_record(rows[0], ref) if rows else None
 
+    def conversations_of_others(self, ref: WorkItemRef) -> set[str]:
+        """The conversation ids every other item's record holds (one column read: a
+        discovery must never take one of them)."""
+        rows = self._store.query(
+            "SELECT conversation_id FROM sessions WHERE work_item != ? "
+            "AND conversation_id IS NOT NULL",
+            (str(ref),),
+        )
+        return {str(row[0]) for row in rows if row[0]}
+
     def by_tmux_name(self, tmux_name: str) -> SessionRecord | None:
         rows = self._store.query(_SELECT + " WHERE tmux_name = ?", (tmux_name,))
         return self._row_to_record(rows[0], None) if rows else None
